@@ -1,0 +1,170 @@
+//! What the autoscaler knows about one job in one cycle ([`JobAutoScalerContext`]).
+
+use crate::config::Configuration;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Flink job status, as the REST API spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobStatus {
+    /// Job is initializing.
+    Initializing,
+    /// Job was created, no task has started yet (also: RUNNING with tasks not yet running).
+    Created,
+    /// All tasks are running or finished.
+    Running,
+    /// Job is failing.
+    Failing,
+    /// Job failed.
+    Failed,
+    /// Job is being cancelled.
+    Cancelling,
+    /// Job was cancelled.
+    Canceled,
+    /// Job finished.
+    Finished,
+    /// Job is restarting.
+    Restarting,
+    /// Job was suspended.
+    Suspended,
+    /// Job is reconciling.
+    Reconciling,
+}
+
+impl JobStatus {
+    /// Parses Flink's spelling (`RUNNING`, `CANCELED`, ...), case-insensitively.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_uppercase().as_str() {
+            "INITIALIZING" => Self::Initializing,
+            "CREATED" => Self::Created,
+            "RUNNING" => Self::Running,
+            "FAILING" => Self::Failing,
+            "FAILED" => Self::Failed,
+            "CANCELLING" => Self::Cancelling,
+            "CANCELED" => Self::Canceled,
+            "FINISHED" => Self::Finished,
+            "RESTARTING" => Self::Restarting,
+            "SUSPENDED" => Self::Suspended,
+            "RECONCILING" => Self::Reconciling,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Self::Initializing => "INITIALIZING",
+            Self::Created => "CREATED",
+            Self::Running => "RUNNING",
+            Self::Failing => "FAILING",
+            Self::Failed => "FAILED",
+            Self::Cancelling => "CANCELLING",
+            Self::Canceled => "CANCELED",
+            Self::Finished => "FINISHED",
+            Self::Restarting => "RESTARTING",
+            Self::Suspended => "SUSPENDED",
+            Self::Reconciling => "RECONCILING",
+        };
+        f.write_str(s)
+    }
+}
+
+/// Receives the autoscaler's own metrics for a job (counters and gauges), so a platform can export
+/// them through whatever metrics system it uses. Every method defaults to doing nothing.
+pub trait AutoscalerMetricsReporter: Send + Sync {
+    /// Increments counter `name` (`scalings`, `balanced`, `errors`).
+    fn increment_counter(&self, name: &str) {
+        let _ = name;
+    }
+    /// Sets gauge `name` (e.g. `<vertex>.TRUE_PROCESSING_RATE.Average`) to `value`.
+    fn set_gauge(&self, name: &str, value: f64) {
+        let _ = (name, value);
+    }
+}
+
+/// A reporter that drops everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopMetricsReporter;
+
+impl AutoscalerMetricsReporter for NoopMetricsReporter {}
+
+/// Everything the autoscaler needs to know about one job (FLIP-334's `JobAutoScalerContext`).
+///
+/// Platforms implement it on their own context type, or use [`BasicJobContext`]. The platform's
+/// client (REST, Kubernetes, a simulator) is reached through the implementing type, so the trait
+/// is not tied to HTTP.
+pub trait JobAutoScalerContext<K>: Send + Sync {
+    /// The platform's key of the job.
+    fn job_key(&self) -> &K;
+    /// Flink's job id, if the job has been submitted.
+    fn job_id(&self) -> Option<&str>;
+    /// The job's status, if known.
+    fn job_status(&self) -> Option<JobStatus>;
+    /// The job's effective configuration (job config over the autoscaler's defaults).
+    fn configuration(&self) -> &Configuration;
+    /// Where the autoscaler reports its own metrics for this job.
+    fn metrics_reporter(&self) -> &dyn AutoscalerMetricsReporter {
+        &NoopMetricsReporter
+    }
+    /// CPU cores of one task manager, if the platform knows it (the reference returns none).
+    fn task_manager_cpu(&self) -> Option<f64> {
+        None
+    }
+    /// Process memory of one task manager in bytes, if known (`taskmanager.memory.process.size`).
+    fn task_manager_memory(&self) -> Option<u64> {
+        self.configuration()
+            .get("taskmanager.memory.process.size")
+            .and_then(|v| crate::options::parse_memory_size(v).ok())
+    }
+}
+
+/// A ready-made [`JobAutoScalerContext`] carrying the platform's client `C`.
+#[derive(Debug, Clone)]
+pub struct BasicJobContext<K, C = ()> {
+    /// The job key.
+    pub job_key: K,
+    /// Flink's job id.
+    pub job_id: Option<String>,
+    /// The job status.
+    pub job_status: Option<JobStatus>,
+    /// The effective configuration.
+    pub configuration: Configuration,
+    /// TM CPU, if known.
+    pub task_manager_cpu: Option<f64>,
+    /// The platform's client (REST client, simulator handle, ...).
+    pub client: C,
+}
+
+impl<K, C> BasicJobContext<K, C> {
+    /// A context for a RUNNING job with the given configuration.
+    pub fn new(job_key: K, configuration: Configuration, client: C) -> Self {
+        Self {
+            job_key,
+            job_id: None,
+            job_status: Some(JobStatus::Running),
+            configuration,
+            task_manager_cpu: None,
+            client,
+        }
+    }
+}
+
+impl<K: Send + Sync, C: Send + Sync> JobAutoScalerContext<K> for BasicJobContext<K, C> {
+    fn job_key(&self) -> &K {
+        &self.job_key
+    }
+    fn job_id(&self) -> Option<&str> {
+        self.job_id.as_deref()
+    }
+    fn job_status(&self) -> Option<JobStatus> {
+        self.job_status
+    }
+    fn configuration(&self) -> &Configuration {
+        &self.configuration
+    }
+    fn task_manager_cpu(&self) -> Option<f64> {
+        self.task_manager_cpu
+    }
+}

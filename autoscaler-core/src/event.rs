@@ -1,0 +1,162 @@
+//! Events the autoscaler emits ([`AutoScalerEventHandler`]) and the scaling report format.
+
+use crate::context::JobAutoScalerContext;
+use crate::state::ScalingSummary;
+use async_trait::async_trait;
+use autoscaler_metrics::{ScalingMetric, VertexId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// Reason of the scaling report event.
+pub const SCALING_REPORT_REASON: &str = "ScalingReport";
+/// Message key of the scaling report event.
+pub const SCALING_REPORT_KEY: &str = "ScalingExecutor";
+/// Header of a report whose scaling is executed.
+pub const SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED: &str = "Scaling execution enabled, begin scaling vertices:";
+/// Prefix of the header of a report whose scaling is not executed.
+pub const SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED: &str = "Scaling execution disabled by config ";
+
+/// Kind of an event, as Kubernetes events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    /// Informational.
+    Normal,
+    /// Something needs attention.
+    Warning,
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Normal => "Normal",
+            Self::Warning => "Warning",
+        })
+    }
+}
+
+/// Receives the autoscaler's events (FLIP-334's `AutoScalerEventHandler`).
+///
+/// `interval` asks the handler to suppress an event whose identity (job, type, reason and
+/// `message_key`, or the message when there is no key) was already emitted within it; `None`
+/// means never deduplicate.
+#[async_trait]
+pub trait AutoScalerEventHandler<K, Ctx>: Send + Sync
+where
+    Ctx: JobAutoScalerContext<K>,
+{
+    /// Handles one event.
+    async fn handle_event(
+        &self,
+        ctx: &Ctx,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+        message_key: Option<&str>,
+        interval: Option<Duration>,
+    );
+
+    /// Handles an error: a Warning event with the error's message, never deduplicated.
+    async fn handle_exception(&self, ctx: &Ctx, reason: &str, error: &(dyn std::error::Error + Sync)) {
+        let message = error.to_string();
+        self.handle_event(ctx, EventType::Warning, reason, &message, None, None)
+            .await;
+    }
+
+    /// Handles a scaling report for `summaries` under `header`.
+    async fn handle_scaling_event(
+        &self,
+        ctx: &Ctx,
+        summaries: &BTreeMap<VertexId, ScalingSummary>,
+        header: &str,
+        interval: Duration,
+    ) {
+        let report = scaling_report(summaries, header);
+        self.handle_event(
+            ctx,
+            EventType::Normal,
+            SCALING_REPORT_REASON,
+            &report,
+            Some(SCALING_REPORT_KEY),
+            Some(interval),
+        )
+        .await;
+    }
+}
+
+/// Formats a double as Java's `%.2f`: half-up on the shortest decimal representation, `NaN`,
+/// `Infinity`, `-Infinity` for non-finite values.
+pub fn format_2f(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".to_owned()
+    } else if value.is_infinite() {
+        if value > 0.0 {
+            "Infinity".to_owned()
+        } else {
+            "-Infinity".to_owned()
+        }
+    } else {
+        format!("{:.2}", autoscaler_metrics::round_half_up(value, 2))
+    }
+}
+
+/// The scaling report: `header` followed by one
+/// `{ Vertex ID <v> | Parallelism <cur> -> <new> | Processing capacity <tpr> -> <expected> | Target data rate <rate>}`
+/// entry per summary, concatenated without separator.
+pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &str) -> String {
+    let mut out = String::from(header);
+    for (v, s) in summaries {
+        let tpr = s.metrics.get_or_absent(ScalingMetric::TrueProcessingRate).average;
+        let expected = s.metrics.get_or_absent(ScalingMetric::ExpectedProcessingRate).current;
+        let target = s.metrics.get_or_absent(ScalingMetric::TargetDataRate).average;
+        out.push_str(&format!(
+            "{{ Vertex ID {v} | Parallelism {} -> {} | Processing capacity {} -> {} | Target data rate {}}}",
+            s.current_parallelism,
+            s.new_parallelism,
+            format_2f(tpr),
+            format_2f(expected),
+            format_2f(target)
+        ));
+    }
+    out
+}
+
+/// Java's `String.hashCode`.
+fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, c| {
+        h.wrapping_mul(31).wrapping_add(i32::from(c as i16 as u16 as i16))
+    })
+}
+
+/// The message key the reference uses to deduplicate "disabled" scaling reports: the Java
+/// `Map.hashCode` of `{vertex -> "Parallelism <cur> -> <new>"}`, masked to a non-negative int.
+pub fn parallelism_hash_code(summaries: &BTreeMap<VertexId, ScalingSummary>) -> String {
+    let hash = summaries.iter().fold(0i32, |acc, (v, s)| {
+        let value = format!("Parallelism {} -> {}", s.current_parallelism, s.new_parallelism);
+        acc.wrapping_add(java_string_hash(v.as_str()) ^ java_string_hash(&value))
+    });
+    (hash & 0x7FFF_FFFF).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_2f_rounds_half_up_on_shortest_decimal() {
+        assert_eq!(format_2f(0.125), "0.13");
+        assert_eq!(format_2f(2.675), "2.68");
+        assert_eq!(format_2f(10666.385), "10666.39");
+        assert_eq!(format_2f(3.0), "3.00");
+        assert_eq!(format_2f(f64::NAN), "NaN");
+        assert_eq!(format_2f(f64::NEG_INFINITY), "-Infinity");
+    }
+
+    #[test]
+    fn java_string_hash_matches_known_values() {
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("a"), 97);
+        assert_eq!(java_string_hash("hello"), 99_162_322);
+    }
+}

@@ -1,0 +1,26 @@
+//! # autoscaler-core
+//!
+//! The deciding half of flink-autoscaler-rs: the FLIP-334 traits a platform implements
+//! ([`JobAutoScalerContext`], [`ScalingRealizer`], [`AutoScalerEventHandler`],
+//! [`AutoScalerStateStore`], [`MetricsCollector`]), the typed `job.autoscaler.*` options, the
+//! per-vertex scaler, the scaling executor, `JobAutoScalerImpl` and the standalone control loop.
+
+pub mod collector;
+pub mod config;
+pub mod context;
+pub mod event;
+pub mod options;
+pub mod realizer;
+pub mod state;
+
+pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector};
+pub use config::Configuration;
+pub use context::{AutoscalerMetricsReporter, BasicJobContext, JobAutoScalerContext, JobStatus, NoopMetricsReporter};
+pub use event::{AutoScalerEventHandler, EventType};
+pub use options::{AlignmentMode, AutoScalerOptions, OptionsError};
+pub use realizer::{RealizeError, ScalingRealizer};
+pub use state::{
+    AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, RecommendedParallelism,
+    ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking, StateError, StateResult,
+    VertexDelayedScaleDownInfo,
+};

@@ -1,0 +1,39 @@
+//! Applying decisions to the platform ([`ScalingRealizer`]).
+
+use crate::context::JobAutoScalerContext;
+use crate::state::{ConfigChanges, ParallelismOverrides};
+use async_trait::async_trait;
+
+/// Why a realizer could not apply a change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RealizeError {
+    /// The platform refused the request (e.g. Flink answered 400); the message is the platform's.
+    #[error("the platform refused the rescale: {0}")]
+    Refused(String),
+    /// The platform could not be reached or answered unexpectedly.
+    #[error("could not reach the platform to rescale: {0}")]
+    Unavailable(String),
+}
+
+/// Applies parallelism (and configuration) overrides to a running job (FLIP-334's `ScalingRealizer`).
+#[async_trait]
+pub trait ScalingRealizer<K, Ctx>: Send + Sync
+where
+    Ctx: JobAutoScalerContext<K>,
+{
+    /// Makes the job run with `overrides` (vertex id -> parallelism). Called every cycle while
+    /// overrides are stored, so it must be idempotent.
+    async fn realize_parallelism_overrides(
+        &self,
+        ctx: &Ctx,
+        overrides: &ParallelismOverrides,
+    ) -> Result<(), RealizeError>;
+
+    /// Applies configuration changes (memory tuning). The default does nothing, as the reference's
+    /// standalone realizer.
+    async fn realize_config_overrides(&self, ctx: &Ctx, changes: &ConfigChanges) -> Result<(), RealizeError> {
+        let _ = (ctx, changes);
+        Ok(())
+    }
+}

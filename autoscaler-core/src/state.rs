@@ -1,0 +1,182 @@
+//! The autoscaler's persistent per-job state and the [`AutoScalerStateStore`] trait.
+
+use crate::context::JobAutoScalerContext;
+use async_trait::async_trait;
+use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory, VertexId};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// One past scaling decision of a vertex (the reference's `ScalingSummary`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingSummary {
+    /// Parallelism before the decision.
+    pub current_parallelism: u32,
+    /// Parallelism the decision chose.
+    pub new_parallelism: u32,
+    /// The vertex's evaluated metrics at decision time (with `EXPECTED_PROCESSING_RATE`).
+    pub metrics: EvaluatedVertexMetrics,
+}
+
+impl ScalingSummary {
+    /// Whether the decision increased the parallelism.
+    pub fn is_scaled_up(&self) -> bool {
+        self.new_parallelism > self.current_parallelism
+    }
+}
+
+/// Scaling history per vertex, each ordered by decision time.
+pub type ScalingHistory = BTreeMap<VertexId, BTreeMap<DateTime<Utc>, ScalingSummary>>;
+
+/// One executed rescale (the reference's `ScalingRecord`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingRecord {
+    /// How long the job took to come back RUNNING at the new parallelism; `None` = not yet measured.
+    pub restart_duration: Option<Duration>,
+}
+
+/// Executed rescales ordered by start time (the reference's `ScalingTracking`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingTracking {
+    /// Rescale start time -> record.
+    pub scaling_records: BTreeMap<DateTime<Utc>, ScalingRecord>,
+}
+
+/// A scale-down recommendation remembered while the scale-down interval runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecommendedParallelism {
+    /// When the recommendation was made.
+    pub trigger_time: DateTime<Utc>,
+    /// The recommended parallelism.
+    pub parallelism: u32,
+    /// Whether the vertex was outside its utilization bound then.
+    pub outside_utilization_bound: bool,
+}
+
+/// Pending scale-down state of one vertex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VertexDelayedScaleDownInfo {
+    /// When the first scale-down of this run was recommended.
+    pub first_trigger_time: DateTime<Utc>,
+    /// Recommendations inside the interval, monotonically decreasing in parallelism (head = window max).
+    pub recommended_parallelisms: VecDeque<RecommendedParallelism>,
+}
+
+/// Delayed scale-down state of a job (the reference's `DelayedScaleDown`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DelayedScaleDown {
+    /// Pending scale-downs per vertex.
+    pub delayed_vertices: BTreeMap<VertexId, VertexDelayedScaleDownInfo>,
+    /// Whether the state changed since it was loaded (not persisted).
+    #[serde(skip)]
+    pub updated: bool,
+}
+
+/// Configuration changes the autoscaler wants applied (memory tuning), the reference's `ConfigChanges`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigChanges {
+    /// Keys to set.
+    pub overrides: BTreeMap<String, String>,
+    /// Keys to remove.
+    pub removals: BTreeSet<String>,
+}
+
+/// Parallelism overrides: vertex id -> parallelism.
+pub type ParallelismOverrides = BTreeMap<VertexId, u32>;
+
+/// Errors of a state store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The backend (database, file) failed; the cached state is kept and the next flush retries.
+    #[error("state store backend error during {operation}: {message}")]
+    Backend {
+        /// What was being done (`flush`, `load`, ...).
+        operation: &'static str,
+        /// The backend's message.
+        message: String,
+    },
+    /// Stored state could not be (de)serialized.
+    #[error("state {state_type} could not be (de)serialized: {message}")]
+    Serialization {
+        /// The state type (`scalingHistory`, `collectedMetrics`, ...).
+        state_type: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// Result alias for state store operations.
+pub type StateResult<T> = Result<T, StateError>;
+
+/// Where the autoscaler keeps its per-job state between cycles (FLIP-334's `AutoScalerStateStore`).
+///
+/// Implementations may buffer writes until [`flush`](Self::flush); reads must see buffered writes.
+#[async_trait]
+pub trait AutoScalerStateStore<K, Ctx>: Send + Sync
+where
+    Ctx: JobAutoScalerContext<K>,
+{
+    /// Stores the whole scaling history.
+    async fn store_scaling_history(&self, ctx: &Ctx, history: &ScalingHistory) -> StateResult<()>;
+    /// The stored scaling history (empty if none).
+    async fn get_scaling_history(&self, ctx: &Ctx) -> StateResult<ScalingHistory>;
+    /// Removes the scaling history.
+    async fn remove_scaling_history(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Stores the scaling tracking.
+    async fn store_scaling_tracking(&self, ctx: &Ctx, tracking: &ScalingTracking) -> StateResult<()>;
+    /// The stored scaling tracking (empty if none).
+    async fn get_scaling_tracking(&self, ctx: &Ctx) -> StateResult<ScalingTracking>;
+    /// Removes the scaling tracking.
+    async fn remove_scaling_tracking(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Stores the collected metric history.
+    async fn store_collected_metrics(&self, ctx: &Ctx, history: &MetricHistory) -> StateResult<()>;
+    /// The stored collected metric history (empty if none).
+    async fn get_collected_metrics(&self, ctx: &Ctx) -> StateResult<MetricHistory>;
+    /// Removes the collected metric history.
+    async fn remove_collected_metrics(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Stores the last evaluated metrics.
+    async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &EvaluatedMetrics) -> StateResult<()>;
+    /// The last evaluated metrics, if stored.
+    async fn get_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<Option<EvaluatedMetrics>>;
+    /// Removes the evaluated metrics.
+    async fn remove_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Stores the parallelism overrides.
+    async fn store_parallelism_overrides(&self, ctx: &Ctx, overrides: &ParallelismOverrides) -> StateResult<()>;
+    /// The stored parallelism overrides (empty if none).
+    async fn get_parallelism_overrides(&self, ctx: &Ctx) -> StateResult<ParallelismOverrides>;
+    /// Removes the parallelism overrides.
+    async fn remove_parallelism_overrides(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Stores the configuration changes.
+    async fn store_config_changes(&self, ctx: &Ctx, changes: &ConfigChanges) -> StateResult<()>;
+    /// The stored configuration changes (empty if none).
+    async fn get_config_changes(&self, ctx: &Ctx) -> StateResult<ConfigChanges>;
+    /// Removes the configuration changes.
+    async fn remove_config_changes(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Stores the delayed scale-down state.
+    async fn store_delayed_scale_down(&self, ctx: &Ctx, state: &DelayedScaleDown) -> StateResult<()>;
+    /// The stored delayed scale-down state (empty if none).
+    async fn get_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<DelayedScaleDown>;
+    /// Removes the delayed scale-down state.
+    async fn remove_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Removes every state of the job.
+    async fn clear_all(&self, ctx: &Ctx) -> StateResult<()>;
+    /// Persists buffered writes.
+    async fn flush(&self, ctx: &Ctx) -> StateResult<()>;
+    /// Drops the job's cached state without touching what is persisted.
+    async fn remove_info_from_cache(&self, key: &K);
+}

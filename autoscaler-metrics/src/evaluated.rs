@@ -1,0 +1,20 @@
+//! The result of an evaluation: per-vertex and global [`EvaluatedScalingMetric`]s.
+
+use crate::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId};
+use std::collections::BTreeMap;
+
+/// Evaluated metrics of a job: what the reference's `EvaluatedMetrics` holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvaluatedMetrics {
+    /// Per-vertex evaluated metrics.
+    pub vertices: BTreeMap<VertexId, EvaluatedVertexMetrics>,
+    /// Job-wide evaluated metrics (GC pressure, heap usage, task slots).
+    pub global: EvaluatedVertexMetrics,
+}
+
+impl EvaluatedMetrics {
+    /// The evaluated `metric` of vertex `id`, if present.
+    pub fn vertex_metric(&self, id: &str, metric: ScalingMetric) -> Option<EvaluatedScalingMetric> {
+        self.vertices.get(id).and_then(|m| m.get(metric))
+    }
+}

@@ -1,0 +1,28 @@
+//! # autoscaler-metrics
+//!
+//! The pure evaluation engine of flink-autoscaler-rs: the metric vocabulary ([`ScalingMetric`]),
+//! the job topology ([`JobTopology`]), the windowed metric history and the evaluation of true
+//! processing rate, target and catch-up data rates and scaling thresholds, computed exactly as the
+//! Flink Kubernetes Operator's autoscaler does.
+//!
+//! No I/O, no async and no clocks live here: time comes in as data.
+
+mod collected;
+mod error;
+mod evaluated;
+mod metric;
+mod topology;
+
+pub mod json_number;
+
+pub use collected::{CollectedMetrics, MetricHistory};
+pub use error::MetricsError;
+pub use evaluated::EvaluatedMetrics;
+pub use metric::{
+    BusyTimeAggregator, EvaluatedScalingMetric, EvaluatedVertexMetrics, METRIC_COUNT, MetricMap, MetricSlot,
+    MetricValues, ScalingMetric, round_half_up, round_metric,
+};
+pub use topology::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexInfo, VertexSpec};
+
+/// Result alias of this crate.
+pub type Result<T, E = MetricsError> = std::result::Result<T, E>;

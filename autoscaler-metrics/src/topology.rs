@@ -1,0 +1,394 @@
+//! The job graph: vertices, edges with ship strategies, sources, sinks and a topological order.
+
+use crate::MetricsError;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+/// Identifier of a job vertex (the reference's `JobVertexID`; any non-empty string here).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct VertexId(Arc<str>);
+
+impl VertexId {
+    /// Wraps a string as a vertex id.
+    pub fn new(id: impl AsRef<str>) -> Self {
+        Self(Arc::from(id.as_ref()))
+    }
+
+    /// The id as a string slice.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for VertexId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for VertexId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for VertexId {
+    fn from(s: &str) -> Self {
+        Self::new(s)
+    }
+}
+
+impl From<String> for VertexId {
+    fn from(s: String) -> Self {
+        Self(Arc::from(s))
+    }
+}
+
+impl std::borrow::Borrow<str> for VertexId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How records travel along an edge (Flink's ship strategy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ShipStrategy {
+    /// Key-partitioned.
+    Hash,
+    /// Round-robin to all downstream subtasks.
+    Rebalance,
+    /// Round-robin to a subset of downstream subtasks.
+    Rescale,
+    /// One-to-one.
+    Forward,
+    /// User-defined partitioner.
+    Custom,
+    /// Every record to every downstream subtask.
+    Broadcast,
+    /// Everything to one subtask.
+    Global,
+    /// Random.
+    Shuffle,
+    /// Anything else.
+    Unknown,
+}
+
+impl ShipStrategy {
+    /// Parses a ship strategy case-insensitively; any unrecognised string is [`ShipStrategy::Unknown`],
+    /// as the reference's `ShipStrategy.of`.
+    pub fn parse_lenient(s: &str) -> Self {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "HASH" => Self::Hash,
+            "REBALANCE" => Self::Rebalance,
+            "RESCALE" => Self::Rescale,
+            "FORWARD" => Self::Forward,
+            "CUSTOM" => Self::Custom,
+            "BROADCAST" => Self::Broadcast,
+            "GLOBAL" => Self::Global,
+            "SHUFFLE" => Self::Shuffle,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// A vertex as declared by the caller (before it is placed in a [`JobTopology`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VertexSpec {
+    /// Vertex id.
+    pub id: VertexId,
+    /// Human-readable name (informational).
+    pub name: Option<String>,
+    /// Current parallelism.
+    pub parallelism: u32,
+    /// Max parallelism (number of key groups).
+    pub max_parallelism: u32,
+    /// Number of source partitions; 0 = unknown / not a source.
+    pub num_source_partitions: u32,
+    /// Whether the vertex is FINISHED.
+    pub finished: bool,
+    /// Slot sharing group id, if known.
+    pub slot_sharing_group: Option<String>,
+}
+
+impl VertexSpec {
+    /// A running vertex with the given parallelism and max parallelism and nothing else set.
+    pub fn new(id: impl Into<VertexId>, parallelism: u32, max_parallelism: u32) -> Self {
+        Self {
+            id: id.into(),
+            name: None,
+            parallelism,
+            max_parallelism,
+            num_source_partitions: 0,
+            finished: false,
+            slot_sharing_group: None,
+        }
+    }
+}
+
+/// An edge of the job graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeSpec {
+    /// Upstream vertex.
+    pub from: VertexId,
+    /// Downstream vertex.
+    pub to: VertexId,
+    /// How records are shipped.
+    pub ship_strategy: ShipStrategy,
+}
+
+impl EdgeSpec {
+    /// An edge `from -> to`.
+    pub fn new(from: impl Into<VertexId>, to: impl Into<VertexId>, ship_strategy: ShipStrategy) -> Self {
+        Self {
+            from: from.into(),
+            to: to.into(),
+            ship_strategy,
+        }
+    }
+}
+
+/// A vertex placed in a [`JobTopology`], with its inputs and outputs resolved to vertex indices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VertexInfo {
+    /// Vertex id.
+    pub id: VertexId,
+    /// Human-readable name.
+    pub name: Option<String>,
+    /// Current parallelism.
+    pub parallelism: NonZeroU32,
+    /// Max parallelism (number of key groups).
+    pub max_parallelism: NonZeroU32,
+    /// Number of source partitions; 0 = unknown.
+    pub num_source_partitions: u32,
+    /// Whether the vertex is FINISHED.
+    pub finished: bool,
+    /// Slot sharing group id.
+    pub slot_sharing_group: Option<String>,
+    /// Inputs as (vertex index, ship strategy), in declaration order.
+    pub inputs: Vec<(usize, ShipStrategy)>,
+    /// Outputs as (vertex index, ship strategy), in declaration order.
+    pub outputs: Vec<(usize, ShipStrategy)>,
+}
+
+impl VertexInfo {
+    /// Whether the vertex has no inputs.
+    pub fn is_source(&self) -> bool {
+        self.inputs.is_empty()
+    }
+}
+
+/// A validated, acyclic job graph. Vertices keep their declaration order; indices into
+/// [`JobTopology::vertices`] are stable for the topology's lifetime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobTopology {
+    vertices: Vec<VertexInfo>,
+    index: HashMap<VertexId, usize>,
+    topological_order: Vec<usize>,
+}
+
+impl JobTopology {
+    /// Builds a topology, rejecting duplicate ids, zero parallelism, parallelism above max
+    /// parallelism, edges to unknown vertices, duplicate edges and cycles.
+    pub fn new(vertices: Vec<VertexSpec>, edges: Vec<EdgeSpec>) -> Result<Self, MetricsError> {
+        for v in &vertices {
+            if v.parallelism > v.max_parallelism {
+                return Err(MetricsError::ParallelismAboveMax {
+                    vertex: v.id.clone(),
+                    parallelism: v.parallelism,
+                    max_parallelism: v.max_parallelism,
+                });
+            }
+        }
+        Self::new_lenient(vertices, edges)
+    }
+
+    /// Like [`JobTopology::new`] but accepts a parallelism above the max parallelism, as the
+    /// reference does (its vertex scaler caps the new parallelism at max parallelism).
+    pub fn new_lenient(vertices: Vec<VertexSpec>, edges: Vec<EdgeSpec>) -> Result<Self, MetricsError> {
+        let mut index = HashMap::with_capacity(vertices.len());
+        let mut infos = Vec::with_capacity(vertices.len());
+        if vertices.is_empty() {
+            return Err(MetricsError::EmptyTopology);
+        }
+        for (i, v) in vertices.into_iter().enumerate() {
+            if v.id.as_str().is_empty() {
+                return Err(MetricsError::EmptyVertexId);
+            }
+            let parallelism =
+                NonZeroU32::new(v.parallelism).ok_or_else(|| MetricsError::ZeroParallelism { vertex: v.id.clone() })?;
+            let max_parallelism = NonZeroU32::new(v.max_parallelism)
+                .ok_or_else(|| MetricsError::ZeroMaxParallelism { vertex: v.id.clone() })?;
+            if index.insert(v.id.clone(), i).is_some() {
+                return Err(MetricsError::DuplicateVertex { vertex: v.id });
+            }
+            infos.push(VertexInfo {
+                id: v.id,
+                name: v.name,
+                parallelism,
+                max_parallelism,
+                num_source_partitions: v.num_source_partitions,
+                finished: v.finished,
+                slot_sharing_group: v.slot_sharing_group,
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+            });
+        }
+        for e in edges {
+            let from = *index.get(&e.from).ok_or_else(|| MetricsError::UnknownVertex {
+                vertex: e.from.clone(),
+                context: "edge source",
+            })?;
+            let to = *index.get(&e.to).ok_or_else(|| MetricsError::UnknownVertex {
+                vertex: e.to.clone(),
+                context: "edge target",
+            })?;
+            if infos[to].inputs.iter().any(|(u, _)| *u == from) {
+                return Err(MetricsError::DuplicateEdge { from: e.from, to: e.to });
+            }
+            infos[to].inputs.push((from, e.ship_strategy));
+            infos[from].outputs.push((to, e.ship_strategy));
+        }
+        let topological_order = kahn_order(&infos)?;
+        Ok(Self {
+            vertices: infos,
+            index,
+            topological_order,
+        })
+    }
+
+    /// All vertices in declaration order.
+    pub fn vertices(&self) -> &[VertexInfo] {
+        &self.vertices
+    }
+
+    /// Number of vertices.
+    pub fn len(&self) -> usize {
+        self.vertices.len()
+    }
+
+    /// Always false: a topology has at least one vertex.
+    pub fn is_empty(&self) -> bool {
+        self.vertices.is_empty()
+    }
+
+    /// The index of `id`, if it is a vertex of this topology.
+    pub fn index_of(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
+    /// The vertex `id`, if present.
+    pub fn get(&self, id: &str) -> Option<&VertexInfo> {
+        self.index_of(id).map(|i| &self.vertices[i])
+    }
+
+    /// Vertex indices in a topological order (every vertex after all its inputs).
+    pub fn topological_order(&self) -> &[usize] {
+        &self.topological_order
+    }
+
+    /// Indices of the vertices without inputs.
+    pub fn sources(&self) -> impl Iterator<Item = usize> + '_ {
+        self.vertices
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_source())
+            .map(|(i, _)| i)
+    }
+
+    /// Indices of the vertices without outputs.
+    pub fn sinks(&self) -> impl Iterator<Item = usize> + '_ {
+        self.vertices
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.outputs.is_empty())
+            .map(|(i, _)| i)
+    }
+}
+
+/// Kahn's algorithm level by level (sources first), keeping declaration order within a level.
+fn kahn_order(infos: &[VertexInfo]) -> Result<Vec<usize>, MetricsError> {
+    let mut remaining: Vec<usize> = infos.iter().map(|v| v.inputs.len()).collect();
+    let mut done = vec![false; infos.len()];
+    let mut order = Vec::with_capacity(infos.len());
+    while order.len() < infos.len() {
+        let level: Vec<usize> = (0..infos.len()).filter(|i| !done[*i] && remaining[*i] == 0).collect();
+        if level.is_empty() {
+            let on_cycle = (0..infos.len()).find(|i| !done[*i]).map(|i| infos[i].id.clone());
+            return Err(MetricsError::Cycle {
+                vertex: on_cycle.unwrap_or_else(|| VertexId::new("?")),
+            });
+        }
+        for &i in &level {
+            done[i] = true;
+            for (o, _) in &infos[i].outputs {
+                remaining[*o] -= 1;
+            }
+        }
+        order.extend(level);
+    }
+    Ok(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(id: &str, p: u32) -> VertexSpec {
+        VertexSpec::new(id, p, 128)
+    }
+
+    #[test]
+    fn diamond_has_sources_sinks_and_order() {
+        let topo = JobTopology::new(
+            vec![v("sink", 1), v("a", 1), v("src", 1), v("b", 1)],
+            vec![
+                EdgeSpec::new("src", "a", ShipStrategy::Hash),
+                EdgeSpec::new("src", "b", ShipStrategy::Forward),
+                EdgeSpec::new("a", "sink", ShipStrategy::Rebalance),
+                EdgeSpec::new("b", "sink", ShipStrategy::Rebalance),
+            ],
+        )
+        .expect("valid diamond");
+        let names: Vec<&str> = topo
+            .topological_order()
+            .iter()
+            .map(|i| topo.vertices()[*i].id.as_str())
+            .collect();
+        assert_eq!(names, ["src", "a", "b", "sink"]);
+        assert_eq!(topo.sources().collect::<Vec<_>>(), [2]);
+        assert_eq!(topo.sinks().collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn rejects_bad_graphs_with_typed_errors() {
+        let cycle = JobTopology::new(
+            vec![v("a", 1), v("b", 1)],
+            vec![
+                EdgeSpec::new("a", "b", ShipStrategy::Hash),
+                EdgeSpec::new("b", "a", ShipStrategy::Hash),
+            ],
+        );
+        assert!(matches!(cycle, Err(MetricsError::Cycle { .. })));
+        let dangling = JobTopology::new(vec![v("a", 1)], vec![EdgeSpec::new("a", "x", ShipStrategy::Hash)]);
+        assert!(matches!(dangling, Err(MetricsError::UnknownVertex { .. })));
+        let dup = JobTopology::new(vec![v("a", 1), v("a", 2)], vec![]);
+        assert!(matches!(dup, Err(MetricsError::DuplicateVertex { .. })));
+        let zero = JobTopology::new(vec![v("a", 0)], vec![]);
+        assert!(matches!(zero, Err(MetricsError::ZeroParallelism { .. })));
+        let above = JobTopology::new(vec![VertexSpec::new("a", 200, 128)], vec![]);
+        assert!(matches!(above, Err(MetricsError::ParallelismAboveMax { .. })));
+        assert!(JobTopology::new_lenient(vec![VertexSpec::new("a", 200, 128)], vec![]).is_ok());
+    }
+
+    #[test]
+    fn ship_strategy_parses_case_insensitively() {
+        assert_eq!(ShipStrategy::parse_lenient("hash"), ShipStrategy::Hash);
+        assert_eq!(ShipStrategy::parse_lenient("FORWARD"), ShipStrategy::Forward);
+        assert_eq!(ShipStrategy::parse_lenient("RANGE"), ShipStrategy::Unknown);
+    }
+}

@@ -1,0 +1,8 @@
+//! # flink-autoscaler
+//!
+//! Facade of flink-autoscaler-rs: re-exports the member crates.
+
+pub use autoscaler_core as core;
+pub use autoscaler_metrics as metrics;
+pub use autoscaler_realizer as realizer;
+pub use autoscaler_state as state;

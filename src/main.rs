@@ -1,0 +1,3 @@
+//! The `flink-autoscaler` binary.
+
+fn main() {}
