@@ -5,6 +5,7 @@
 //! [`AutoScalerStateStore`], [`MetricsCollector`]), the typed `job.autoscaler.*` options, the
 //! per-vertex scaler, the scaling executor, `JobAutoScalerImpl` and the standalone control loop.
 
+pub mod autoscaler;
 pub mod collector;
 pub mod config;
 pub mod context;
@@ -13,6 +14,7 @@ pub mod options;
 pub mod realizer;
 pub mod state;
 
+pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
 pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector};
 pub use config::Configuration;
 pub use context::{AutoscalerMetricsReporter, BasicJobContext, JobAutoScalerContext, JobStatus, NoopMetricsReporter};

@@ -1,0 +1,42 @@
+//! The [`JobAutoScaler`] trait: one call per job per control-loop cycle.
+
+use async_trait::async_trait;
+
+/// An error that escaped a scaling cycle (already reported as an `AutoscalerError` event).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AutoscalerError {
+    /// A step of the cycle failed.
+    #[error("autoscaler cycle failed in {step}: {message}")]
+    Cycle {
+        /// The failing step (`collect`, `evaluate`, `decide`, `realize`, `persist`).
+        step: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Scales one kind of job (FLIP-334's `JobAutoScaler<KEY, Context>`).
+#[async_trait]
+pub trait JobAutoScaler<K, Ctx>: Send + Sync {
+    /// Runs one autoscaling cycle for the job described by `ctx`.
+    async fn scale(&self, ctx: &Ctx) -> Result<(), AutoscalerError>;
+    /// Forgets everything about the job `job_key` (it was deleted or disappeared).
+    async fn cleanup(&self, job_key: &K);
+}
+
+/// Lists the jobs the standalone autoscaler should scale (FLIP-334's `JobListFetcher`).
+#[async_trait]
+pub trait JobListFetcher<K, Ctx>: Send + Sync {
+    /// Fetches the current jobs, each with its configuration merged over `base`.
+    async fn fetch(&self, base: &crate::Configuration) -> Result<Vec<Ctx>, FetchError>;
+}
+
+/// Why the job list could not be fetched.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    /// The platform could not be reached or answered unexpectedly.
+    #[error("could not fetch the job list: {0}")]
+    Failed(String),
+}
