@@ -10,6 +10,7 @@ pub mod collector;
 pub mod config;
 pub mod context;
 pub mod event;
+pub mod event_logging;
 pub mod options;
 pub mod realizer;
 pub mod state;
@@ -19,6 +20,7 @@ pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector};
 pub use config::Configuration;
 pub use context::{AutoscalerMetricsReporter, BasicJobContext, JobAutoScalerContext, JobStatus, NoopMetricsReporter};
 pub use event::{AutoScalerEventHandler, EventType};
+pub use event_logging::LoggingEventHandler;
 pub use options::{AlignmentMode, AutoScalerOptions, OptionsError};
 pub use realizer::{RealizeError, ScalingRealizer};
 pub use state::{

@@ -1,0 +1,36 @@
+//! [`LoggingEventHandler`]: the default event handler, one `tracing` line per event.
+
+use crate::context::JobAutoScalerContext;
+use crate::event::{AutoScalerEventHandler, EventType};
+use async_trait::async_trait;
+use std::fmt::Display;
+use std::time::Duration;
+
+/// Logs every event through `tracing` (Warning events at WARN, Normal at INFO), without
+/// deduplication, as the reference's `LoggingEventHandler`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoggingEventHandler;
+
+#[async_trait]
+impl<K, Ctx> AutoScalerEventHandler<K, Ctx> for LoggingEventHandler
+where
+    K: Display + Send + Sync,
+    Ctx: JobAutoScalerContext<K>,
+{
+    async fn handle_event(
+        &self,
+        ctx: &Ctx,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+        message_key: Option<&str>,
+        interval: Option<Duration>,
+    ) {
+        let _ = (message_key, interval);
+        let job = ctx.job_key().to_string();
+        match event_type {
+            EventType::Normal => tracing::info!(job = %job, reason, "{message}"),
+            EventType::Warning => tracing::warn!(job = %job, reason, "{message}"),
+        }
+    }
+}
