@@ -1,10 +1,12 @@
 //! The result of an evaluation: per-vertex and global [`EvaluatedScalingMetric`]s.
 
 use crate::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Evaluated metrics of a job: what the reference's `EvaluatedMetrics` holds.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EvaluatedMetrics {
     /// Per-vertex evaluated metrics.
     pub vertices: BTreeMap<VertexId, EvaluatedVertexMetrics>,
