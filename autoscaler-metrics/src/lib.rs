@@ -9,20 +9,26 @@
 
 mod collected;
 mod error;
+mod evaluate;
 mod evaluated;
+mod history_stats;
 mod metric;
 mod topology;
+mod window;
 
 pub mod json_number;
 
 pub use collected::{CollectedMetrics, MetricHistory};
 pub use error::MetricsError;
+pub use evaluate::{EvaluationConfig, compute_processing_rate_thresholds, evaluate, target_processing_capacity};
 pub use evaluated::EvaluatedMetrics;
+pub use history_stats::{metric_average, metric_rate};
 pub use metric::{
     BusyTimeAggregator, EvaluatedScalingMetric, EvaluatedVertexMetrics, METRIC_COUNT, MetricMap, MetricSlot,
     MetricValues, ScalingMetric, round_half_up, round_metric,
 };
 pub use topology::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexInfo, VertexSpec};
+pub use window::{WindowStatus, apply_window, discard_before_restart, window_status};
 
 /// Result alias of this crate.
 pub type Result<T, E = MetricsError> = std::result::Result<T, E>;

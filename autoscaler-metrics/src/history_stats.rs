@@ -1,0 +1,266 @@
+//! Window statistics of one metric: the reference's `getRate` and `getAverage`.
+//!
+//! Both follow Java `double` semantics exactly (anchor-features §2.3.1): NaN samples are skipped,
+//! infinite samples are skipped by averages but remembered, and the rate of an accumulated counter
+//! is taken between its first and last non-NaN samples.
+
+use crate::{MetricHistory, MetricValues, ScalingMetric};
+use chrono::{DateTime, Utc};
+
+/// Running state of the reference's `getRate` over a series: the first and the last non-NaN sample.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RateAccumulator {
+    first: f64,
+    first_at: Option<DateTime<Utc>>,
+    last: f64,
+    last_at: Option<DateTime<Utc>>,
+}
+
+impl Default for RateAccumulator {
+    fn default() -> Self {
+        Self {
+            first: f64::NAN,
+            first_at: None,
+            last: f64::NAN,
+            last_at: None,
+        }
+    }
+}
+
+impl RateAccumulator {
+    /// Feeds the next sample in time order.
+    #[inline]
+    pub(crate) fn push(&mut self, at: DateTime<Utc>, value: f64) {
+        if value.is_nan() {
+            return;
+        }
+        if self.first_at.is_none() {
+            self.first = value;
+            self.first_at = Some(at);
+        } else {
+            self.last = value;
+            self.last_at = Some(at);
+        }
+    }
+
+    /// Per-second rate between the first and the last non-NaN sample, or NaN with fewer than two.
+    ///
+    /// Reference: `1000 * (last - first) / max(1, elapsed ms)`, the elapsed time truncated to whole
+    /// milliseconds (`Duration.toMillis`).
+    pub(crate) fn rate(&self) -> f64 {
+        let (Some(first_at), Some(last_at)) = (self.first_at, self.last_at) else {
+            return f64::NAN;
+        };
+        let elapsed_ms = (last_at - first_at).num_milliseconds().max(1);
+        1000.0 * (self.last - self.first) / elapsed_ms as f64
+    }
+}
+
+/// Running state of the reference's `getAverage` over a series.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct AverageAccumulator {
+    sum: f64,
+    count: usize,
+    any_infinite: bool,
+}
+
+impl AverageAccumulator {
+    /// Feeds the next sample in time order.
+    #[inline]
+    pub(crate) fn push(&mut self, value: f64) {
+        if value.is_nan() {
+            return;
+        }
+        if value.is_infinite() {
+            self.any_infinite = true;
+            return;
+        }
+        self.sum += value;
+        self.count += 1;
+    }
+
+    /// Mean of the finite samples; +Inf when there is none but some sample was infinite, NaN when
+    /// there is no sample at all or fewer finite samples than `min_observations`.
+    pub(crate) fn average(&self, min_observations: usize) -> f64 {
+        if self.count == 0 {
+            return if self.any_infinite { f64::INFINITY } else { f64::NAN };
+        }
+        if self.count < min_observations {
+            return f64::NAN;
+        }
+        self.sum / self.count as f64
+    }
+}
+
+/// The per-second rate of an accumulated counter (`NUM_RECORDS_IN`, `LAG`, ...) of vertex `vertex`
+/// over the window: `1000 * (last - first) / max(1 ms, elapsed)` between its first and last non-NaN
+/// samples, NaN with fewer than two. A vertex missing from a snapshot counts as a NaN sample.
+/// Reference: `ScalingMetricEvaluator.getRate`.
+///
+/// ```
+/// use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, metric_rate};
+/// use chrono::{TimeZone, Utc};
+///
+/// let snapshot = |records: f64| CollectedMetrics {
+///     vertex_metrics: [("v".into(), MetricValues::from_iter([(ScalingMetric::NumRecordsIn, records)]))].into(),
+///     ..Default::default()
+/// };
+/// let history: MetricHistory = [
+///     (Utc.timestamp_millis_opt(1_000).unwrap(), snapshot(0.0)),
+///     (Utc.timestamp_millis_opt(3_000).unwrap(), snapshot(4.0)),
+/// ]
+/// .into_iter()
+/// .collect();
+/// assert_eq!(metric_rate(&history, "v", ScalingMetric::NumRecordsIn), 2.0);
+/// assert!(metric_rate(&history, "w", ScalingMetric::NumRecordsIn).is_nan());
+/// ```
+pub fn metric_rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
+    let mut acc = RateAccumulator::default();
+    for (at, snapshot) in history.iter() {
+        acc.push(*at, sample(snapshot.vertex(vertex), metric));
+    }
+    acc.rate()
+}
+
+/// The window mean of `metric` for vertex `vertex`, or of the job-wide metric when `vertex` is
+/// `None`: NaN and infinite samples are skipped; with no finite sample the result is +Inf if some
+/// sample was infinite and NaN otherwise; with fewer than `min_observations` finite samples it is NaN.
+/// Reference: `ScalingMetricEvaluator.getAverage`.
+pub fn metric_average(
+    history: &MetricHistory,
+    vertex: Option<&str>,
+    metric: ScalingMetric,
+    min_observations: usize,
+) -> f64 {
+    let mut acc = AverageAccumulator::default();
+    for (_, snapshot) in history.iter() {
+        let values = match vertex {
+            Some(id) => snapshot.vertex(id),
+            None => Some(&snapshot.global_metrics),
+        };
+        acc.push(sample(values, metric));
+    }
+    acc.average(min_observations)
+}
+
+/// The value of `metric` in `values`, NaN when the vertex or the metric is absent
+/// (the reference's `getOrDefault(metric, NaN)`).
+#[inline]
+pub(crate) fn sample(values: Option<&MetricValues>, metric: ScalingMetric) -> f64 {
+    values.map_or(f64::NAN, |v| v.get_or_absent(metric))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CollectedMetrics;
+    use chrono::TimeZone;
+    use ScalingMetric::{NumRecordsIn as IN, NumRecordsOut as OUT};
+
+    fn ms(millis: i64) -> DateTime<Utc> {
+        Utc.timestamp_millis_opt(millis).single().expect("valid instant")
+    }
+
+    fn snapshot(vertices: &[(&str, &[(ScalingMetric, f64)])], global: &[(ScalingMetric, f64)]) -> CollectedMetrics {
+        CollectedMetrics {
+            vertex_metrics: vertices
+                .iter()
+                .map(|(id, m)| ((*id).into(), m.iter().copied().collect()))
+                .collect(),
+            global_metrics: global.iter().copied().collect(),
+        }
+    }
+
+    #[test]
+    fn rate_uses_first_and_last_non_nan_samples() {
+        // Reference getRateTest: v1 IN 0,0,4 at 1,2,3 s -> 2/s; OUT only at 2 and 3 s -> 10/s.
+        let history: MetricHistory = [
+            (ms(1000), snapshot(&[("v1", &[(IN, 0.0)]), ("v2", &[])], &[])),
+            (ms(2000), snapshot(&[("v1", &[(IN, 0.0), (OUT, 10.0)]), ("v2", &[])], &[])),
+            (ms(3000), snapshot(&[("v1", &[(IN, 4.0), (OUT, 20.0)]), ("v2", &[(IN, 1.0)])], &[])),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(metric_rate(&history, "v1", IN), 2.0);
+        assert_eq!(metric_rate(&history, "v1", OUT), 10.0);
+        // A single sample has no rate, and an unknown vertex has none either.
+        assert!(metric_rate(&history, "v2", IN).is_nan());
+        assert!(metric_rate(&history, "v2", OUT).is_nan());
+        assert!(metric_rate(&history, "nope", IN).is_nan());
+    }
+
+    #[test]
+    fn rate_skips_nan_in_the_middle_and_truncates_elapsed_to_millis() {
+        let mut acc = RateAccumulator::default();
+        acc.push(ms(0), 100.0);
+        acc.push(ms(500), f64::NAN);
+        acc.push(ms(1500), 400.0);
+        acc.push(ms(2000), f64::NAN);
+        // 1000 * 300 / 1500 ms
+        assert_eq!(acc.rate(), 200.0);
+
+        // Sub-millisecond elapsed time counts as 1 ms: 1000 * 5 / 1.
+        let mut acc = RateAccumulator::default();
+        let t0 = ms(0);
+        acc.push(t0, 0.0);
+        acc.push(t0 + chrono::TimeDelta::microseconds(999), 5.0);
+        assert_eq!(acc.rate(), 5000.0);
+        // 2.9 ms truncates to 2 ms: 1000 * 6 / 2.
+        let mut acc = RateAccumulator::default();
+        acc.push(t0, 0.0);
+        acc.push(t0 + chrono::TimeDelta::microseconds(2900), 6.0);
+        assert_eq!(acc.rate(), 3000.0);
+    }
+
+    #[test]
+    fn rate_of_infinite_samples_follows_ieee() {
+        let mut acc = RateAccumulator::default();
+        acc.push(ms(0), 1.0);
+        acc.push(ms(1000), f64::INFINITY);
+        assert_eq!(acc.rate(), f64::INFINITY);
+        let mut acc = RateAccumulator::default();
+        acc.push(ms(0), f64::INFINITY);
+        acc.push(ms(1000), f64::INFINITY);
+        assert!(acc.rate().is_nan(), "Inf - Inf is NaN");
+    }
+
+    #[test]
+    fn average_skips_nan_and_infinity() {
+        let mut acc = AverageAccumulator::default();
+        for v in [1.0, f64::NAN, 3.0, f64::INFINITY, 5.0] {
+            acc.push(v);
+        }
+        assert_eq!(acc.average(1), 3.0);
+        assert_eq!(acc.average(3), 3.0);
+        assert!(acc.average(4).is_nan(), "only 3 finite observations");
+    }
+
+    #[test]
+    fn average_without_finite_samples_is_inf_or_nan() {
+        let mut acc = AverageAccumulator::default();
+        assert!(acc.average(1).is_nan());
+        acc.push(f64::NAN);
+        assert!(acc.average(1).is_nan());
+        acc.push(f64::NEG_INFINITY);
+        // Any infinity (even negative) makes the empty mean +Inf, whatever min_observations is.
+        assert_eq!(acc.average(1), f64::INFINITY);
+        assert_eq!(acc.average(5), f64::INFINITY);
+    }
+
+    #[test]
+    fn average_of_global_and_vertex_metrics() {
+        let heap = ScalingMetric::HeapMemoryUsed;
+        let load = ScalingMetric::Load;
+        let history: MetricHistory = [
+            (ms(0), snapshot(&[("v", &[(load, 0.2)])], &[(heap, 100.0)])),
+            (ms(1000), snapshot(&[], &[(heap, 300.0)])),
+            (ms(2000), snapshot(&[("v", &[(load, 0.4)])], &[])),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(metric_average(&history, None, heap, 1), 200.0);
+        assert!((metric_average(&history, Some("v"), load, 1) - 0.3).abs() < 1e-15);
+        assert!(metric_average(&history, Some("v"), load, 3).is_nan());
+        assert!(metric_average(&history, Some("x"), load, 1).is_nan());
+    }
+}
