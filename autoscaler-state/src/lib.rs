@@ -1,3 +1,102 @@
 //! # autoscaler-state
 //!
-//! State stores for flink-autoscaler-rs: in-memory, SQLite (the embedded default), PostgreSQL and MySQL.
+//! Where the autoscaler keeps its per-job state between cycles, and a handler that keeps its
+//! events: implementations of [`AutoScalerStateStore`](autoscaler_core::AutoScalerStateStore) and
+//! [`AutoScalerEventHandler`](autoscaler_core::AutoScalerEventHandler) over memory, a SQLite file
+//! (the default), PostgreSQL and MySQL/MariaDB, following the reference's JDBC plugin
+//! (`flink-autoscaler-plugin-jdbc`) with the improvements listed below.
+//!
+//! ## Stores and URLs
+//!
+//! | URL | Store |
+//! |---|---|
+//! | `memory` | [`InMemoryStateStore`] semantics: nothing persisted, `flush` writes nothing |
+//! | `sqlite:PATH` (`sqlite://PATH`, `sqlite::memory:`) | one SQLite file, created if missing, WAL journal |
+//! | `postgres://user@host:5432/db` (`postgresql://`) | PostgreSQL; `?options[search_path]=schema` picks a schema |
+//! | `mysql://user@host:3306/db` (`mariadb://`) | MySQL 5.7+/8 or MariaDB 10.3+ |
+//!
+//! [`open_state_store`] and [`open_event_handler`] take these URLs (the CLI's `--state`);
+//! [`AnyStateStore::open_with`] takes [`StoreOptions`] too (pool size, acquire timeout that bounds
+//! a flush against a dead database, SQLite busy timeout, compression threshold, migrations on/off).
+//!
+//! ## Caching and flush (the reference's `JobStateView`)
+//!
+//! - The first access to a job reads all its rows with one query and caches them, typed; every
+//!   later read is served from the cache, so a row written by another process is not seen until
+//!   the job is dropped with `remove_info_from_cache`. A failed load caches nothing; the next
+//!   access retries.
+//! - Each (job, state type) has the reference's flush state: NOT_NEEDED, NEEDS_CREATE,
+//!   NEEDS_UPDATE, UP_TO_DATE, NEEDS_DELETE, with the same transitions. `flush` does nothing when
+//!   nothing changed; otherwise it writes the job's changed rows (upserts, then deletes) in **one
+//!   transaction**, so a process killed mid-flush leaves every job's rows all old or all new.
+//! - A row that cannot be decoded is dropped with a logged error and deleted on the next flush
+//!   (the reference's `testDiscardInvalidHistory`); a row of an unknown state type (written by a
+//!   newer release) is ignored with a warning.
+//! - **Flush failure** (database down, disk full): the flush returns
+//!   [`StateError::Backend`](autoscaler_core::StateError) with `operation = "flush"` and the cache
+//!   keeps the unflushed changes, so the next flush writes them. The reference drops the job's
+//!   cache instead, losing them. [`flush_or_warn`] also emits a Warning event
+//!   ([`STATE_FLUSH_FAILED_REASON`]). A deadlock or busy database is retried twice first.
+//!
+//! ## Schema (embedded migrations, `migrations/<dialect>/0001_autoscaler_tables.sql`)
+//!
+//! Opening a database store runs sqlx's migrator (its `_sqlx_migrations` table records the
+//! version), which creates the reference's two tables; the reference never creates them.
+//!
+//! `t_flink_autoscaler_state_store`: `id` (identity PK), `create_time` (**added**: when the row
+//! was first written), `update_time` (time of the flush that last wrote it), `job_key` (the job
+//! key's `Display` form), `state_type`, `state_value` (text), unique (`job_key`, `state_type`)
+//! `un_job_state_type_inx`. Differences from the reference's DDL: PostgreSQL uses `TIMESTAMPTZ`;
+//! MySQL uses `DATETIME(6)` in UTC and `job_key VARBINARY(764)` instead of
+//! `varchar(191) utf8mb4_general_ci`, so job keys differing only in case, accents or trailing
+//! spaces are distinct rows; SQLite stores times as text. A PostgreSQL job key cannot hold a NUL
+//! character (PostgreSQL text cannot).
+//!
+//! `state_type` values are the reference's `scalingHistory`, `scalingTracking`, `collectedMetrics`,
+//! `parallelismOverrides`, `configOverrides`, `delayedScaleDown`, plus `evaluatedMetrics`.
+//!
+//! `t_flink_autoscaler_event_handler`: exactly the reference's columns (`id`, `create_time`,
+//! `update_time`, `job_key`, `reason`, `event_type`, `message`, `event_count`, `event_key`) and its
+//! two indexes (`job_key, reason, event_key`) and (`job_key, reason, create_time`).
+//!
+//! ## Serialization and format version
+//!
+//! `state_value` holds a serde JSON envelope: `{"v":1,"state":<the state as JSON>}`, or, when the
+//! JSON is at least [`StoreOptions::compression_threshold`] bytes (64 KiB by default; in practice a
+//! long collected-metrics history), `{"v":1,"gzip":"<base64 of the gzipped JSON>"}`. `v` is
+//! [`FORMAT_VERSION`]; every release reads every older version (`tests/fixtures/format-v1` holds
+//! rows of version 1 that the tests load), and a newer version is a typed
+//! [`StateError::Serialization`](autoscaler_core::StateError), which discards that state as
+//! above. NaN and infinities are the strings `"NaN"`, `"Infinity"`, `"-Infinity"`. The values are
+//! not byte-compatible with the reference's Jackson JSON (times are RFC 3339 here).
+//!
+//! ## Events
+//!
+//! [`AnyEventHandler`] stores events with the reference's dedup: with an interval, the newest row
+//! of the same job, reason and event key is updated (count + 1, new message, new update time) if it
+//! was *created* less than the interval ago, else a row is inserted; without an interval a row is
+//! always inserted. The event key is [`event_key`], a stable hash (the reference's varies between
+//! JVM runs). Executed scaling reports are never deduplicated; unexecuted ones are keyed by their
+//! parallelism hash. [`AnyEventHandler::events`] reads a job's events back;
+//! [`AnyEventHandler::delete_expired`] is the TTL cleanup.
+//!
+//! ## Two autoscaler processes on one database
+//!
+//! Safe, not coordinated. Each process has its own cache; upserts mean neither fails on the unique
+//! index when both write a job (the reference's INSERT does), writes of one job flush in one
+//! transaction in a fixed row order (no deadlock between two writers; a deadlock or busy error is
+//! retried), and migrations are serialized by sqlx's lock. If both scale the *same* job, the last
+//! flush wins per job and each process keeps acting on its own cached view until
+//! `remove_info_from_cache`: run one autoscaler per job (shard jobs between processes). SQLite
+//! files may be shared by processes on one host (WAL, busy timeout), not over a network share.
+
+mod cache;
+mod codec;
+mod db;
+mod event;
+mod store;
+
+pub use codec::{DEFAULT_COMPRESSION_THRESHOLD, FORMAT_VERSION, StateType};
+pub use db::{StateUrl, StoreOptions};
+pub use event::{AnyEventHandler, Clock, StoredEvent, event_key, open_event_handler};
+pub use store::{AnyStateStore, InMemoryStateStore, STATE_FLUSH_FAILED_REASON, flush_or_warn, open_state_store};

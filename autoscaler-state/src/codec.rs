@@ -1,0 +1,288 @@
+//! The persisted form of each state: state type identifiers and the versioned, optionally
+//! compressed serde envelope stored in `state_value`.
+
+use autoscaler_core::state::{
+    ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking, StateError,
+};
+use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::fmt;
+use std::io::{Read as _, Write as _};
+
+/// Version of the envelope this release writes. Every release must keep reading every older version
+/// (`tests/fixtures/format-v1` pins version 1).
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Serialized states at least this long are gzip-compressed by default (a full collected-metrics
+/// history is the only state that usually gets there).
+pub const DEFAULT_COMPRESSION_THRESHOLD: usize = 64 * 1024;
+
+/// The kind of a persisted state: one row per (job key, state type).
+///
+/// The identifiers are the reference's `StateType` ones, plus `evaluatedMetrics` for the trait's
+/// extra methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StateType {
+    /// `scalingHistory`.
+    ScalingHistory,
+    /// `scalingTracking`.
+    ScalingTracking,
+    /// `collectedMetrics`.
+    CollectedMetrics,
+    /// `evaluatedMetrics` (not in the reference's JDBC store).
+    EvaluatedMetrics,
+    /// `parallelismOverrides`.
+    ParallelismOverrides,
+    /// `configOverrides` (the configuration changes).
+    ConfigOverrides,
+    /// `delayedScaleDown`.
+    DelayedScaleDown,
+}
+
+impl StateType {
+    /// Every state type, in the order rows are written.
+    pub const ALL: [StateType; 7] = [
+        StateType::ScalingHistory,
+        StateType::ScalingTracking,
+        StateType::CollectedMetrics,
+        StateType::EvaluatedMetrics,
+        StateType::ParallelismOverrides,
+        StateType::ConfigOverrides,
+        StateType::DelayedScaleDown,
+    ];
+
+    /// The `state_type` column value.
+    pub fn identifier(self) -> &'static str {
+        match self {
+            StateType::ScalingHistory => "scalingHistory",
+            StateType::ScalingTracking => "scalingTracking",
+            StateType::CollectedMetrics => "collectedMetrics",
+            StateType::EvaluatedMetrics => "evaluatedMetrics",
+            StateType::ParallelismOverrides => "parallelismOverrides",
+            StateType::ConfigOverrides => "configOverrides",
+            StateType::DelayedScaleDown => "delayedScaleDown",
+        }
+    }
+
+    /// The state type of a `state_type` column value, if known.
+    pub fn from_identifier(identifier: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.identifier() == identifier)
+    }
+}
+
+impl fmt::Display for StateType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.identifier())
+    }
+}
+
+/// One state value, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum StateValue {
+    ScalingHistory(ScalingHistory),
+    ScalingTracking(ScalingTracking),
+    CollectedMetrics(MetricHistory),
+    EvaluatedMetrics(EvaluatedMetrics),
+    ParallelismOverrides(ParallelismOverrides),
+    ConfigOverrides(ConfigChanges),
+    DelayedScaleDown(DelayedScaleDown),
+}
+
+/// What `state_value` holds: `{"v":1,"state":<json>}`, or `{"v":1,"gzip":"<base64 of gzipped json>"}`
+/// for a large state.
+#[derive(Deserialize)]
+struct EnvelopeIn<'a> {
+    v: u32,
+    #[serde(borrow, default)]
+    state: Option<&'a RawValue>,
+    #[serde(default)]
+    gzip: Option<String>,
+}
+
+#[derive(Serialize)]
+struct EnvelopeOut<'a, T> {
+    v: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'a T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gzip: Option<String>,
+}
+
+impl StateValue {
+    /// The state type this value is stored under.
+    pub(crate) fn state_type(&self) -> StateType {
+        match self {
+            StateValue::ScalingHistory(_) => StateType::ScalingHistory,
+            StateValue::ScalingTracking(_) => StateType::ScalingTracking,
+            StateValue::CollectedMetrics(_) => StateType::CollectedMetrics,
+            StateValue::EvaluatedMetrics(_) => StateType::EvaluatedMetrics,
+            StateValue::ParallelismOverrides(_) => StateType::ParallelismOverrides,
+            StateValue::ConfigOverrides(_) => StateType::ConfigOverrides,
+            StateValue::DelayedScaleDown(_) => StateType::DelayedScaleDown,
+        }
+    }
+
+    /// The `state_value` text: the current envelope, gzip-compressed when the JSON is at least
+    /// `compression_threshold` bytes long.
+    pub(crate) fn encode(&self, compression_threshold: usize) -> Result<String, StateError> {
+        match self {
+            StateValue::ScalingHistory(v) => encode_value(self.state_type(), v, compression_threshold),
+            StateValue::ScalingTracking(v) => encode_value(self.state_type(), v, compression_threshold),
+            StateValue::CollectedMetrics(v) => encode_value(self.state_type(), v, compression_threshold),
+            StateValue::EvaluatedMetrics(v) => encode_value(self.state_type(), v, compression_threshold),
+            StateValue::ParallelismOverrides(v) => encode_value(self.state_type(), v, compression_threshold),
+            StateValue::ConfigOverrides(v) => encode_value(self.state_type(), v, compression_threshold),
+            StateValue::DelayedScaleDown(v) => encode_value(self.state_type(), v, compression_threshold),
+        }
+    }
+
+    /// Decodes a `state_value` written by this or any older release.
+    pub(crate) fn decode(state_type: StateType, text: &str) -> Result<StateValue, StateError> {
+        Ok(match state_type {
+            StateType::ScalingHistory => StateValue::ScalingHistory(decode_value(state_type, text)?),
+            StateType::ScalingTracking => StateValue::ScalingTracking(decode_value(state_type, text)?),
+            StateType::CollectedMetrics => StateValue::CollectedMetrics(decode_value(state_type, text)?),
+            StateType::EvaluatedMetrics => StateValue::EvaluatedMetrics(decode_value(state_type, text)?),
+            StateType::ParallelismOverrides => StateValue::ParallelismOverrides(decode_value(state_type, text)?),
+            StateType::ConfigOverrides => StateValue::ConfigOverrides(decode_value(state_type, text)?),
+            StateType::DelayedScaleDown => StateValue::DelayedScaleDown(decode_value(state_type, text)?),
+        })
+    }
+}
+
+fn serialization_error(state_type: StateType, message: impl fmt::Display) -> StateError {
+    StateError::Serialization {
+        state_type: state_type.identifier(),
+        message: message.to_string(),
+    }
+}
+
+fn encode_value<T: Serialize>(
+    state_type: StateType,
+    value: &T,
+    compression_threshold: usize,
+) -> Result<String, StateError> {
+    let json = serde_json::to_string(value).map_err(|e| serialization_error(state_type, e))?;
+    let envelope = if json.len() >= compression_threshold {
+        EnvelopeOut::<T> {
+            v: FORMAT_VERSION,
+            state: None,
+            gzip: Some(gzip_base64(json.as_bytes()).map_err(|e| serialization_error(state_type, e))?),
+        }
+    } else {
+        EnvelopeOut {
+            v: FORMAT_VERSION,
+            state: Some(value),
+            gzip: None,
+        }
+    };
+    serde_json::to_string(&envelope).map_err(|e| serialization_error(state_type, e))
+}
+
+fn decode_value<T: DeserializeOwned>(state_type: StateType, text: &str) -> Result<T, StateError> {
+    let envelope: EnvelopeIn<'_> = serde_json::from_str(text)
+        .map_err(|e| serialization_error(state_type, format!("not a state envelope: {e}")))?;
+    // Version 1 is the only one so far; a newer one means a newer release wrote the row.
+    if envelope.v == 0 || envelope.v > FORMAT_VERSION {
+        return Err(serialization_error(
+            state_type,
+            format!(
+                "format version {} is not readable by this release (it reads 1..={FORMAT_VERSION})",
+                envelope.v
+            ),
+        ));
+    }
+    match (envelope.state, envelope.gzip) {
+        (Some(raw), None) => serde_json::from_str(raw.get()).map_err(|e| serialization_error(state_type, e)),
+        (None, Some(compressed)) => {
+            let json = gunzip_base64(&compressed).map_err(|e| serialization_error(state_type, e))?;
+            serde_json::from_slice(&json).map_err(|e| serialization_error(state_type, e))
+        }
+        _ => Err(serialization_error(
+            state_type,
+            "the envelope must hold exactly one of `state` and `gzip`",
+        )),
+    }
+}
+
+fn gzip_base64(bytes: &[u8]) -> std::io::Result<String> {
+    let mut encoder = GzEncoder::new(Vec::with_capacity(bytes.len() / 4), Compression::fast());
+    encoder.write_all(bytes)?;
+    Ok(BASE64.encode(encoder.finish()?))
+}
+
+fn gunzip_base64(text: &str) -> Result<Vec<u8>, String> {
+    let compressed = BASE64.decode(text).map_err(|e| format!("bad base64 in `gzip`: {e}"))?;
+    let mut json = Vec::with_capacity(compressed.len() * 4);
+    GzDecoder::new(compressed.as_slice())
+        .read_to_end(&mut json)
+        .map_err(|e| format!("bad gzip data: {e}"))?;
+    Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_core::state::ScalingRecord;
+    use chrono::{TimeZone, Utc};
+    use std::time::Duration;
+
+    fn tracking() -> StateValue {
+        let mut t = ScalingTracking::default();
+        t.scaling_records.insert(
+            Utc.timestamp_opt(1_700_000_000, 0).unwrap(),
+            ScalingRecord {
+                restart_duration: Some(Duration::from_secs(42)),
+            },
+        );
+        StateValue::ScalingTracking(t)
+    }
+
+    #[test]
+    fn identifiers_round_trip_and_match_the_reference() {
+        for t in StateType::ALL {
+            assert_eq!(StateType::from_identifier(t.identifier()), Some(t));
+        }
+        assert_eq!(StateType::ConfigOverrides.identifier(), "configOverrides");
+        assert_eq!(StateType::from_identifier("nope"), None);
+    }
+
+    #[test]
+    fn small_state_is_plain_json_in_a_version_1_envelope() {
+        let text = tracking().encode(DEFAULT_COMPRESSION_THRESHOLD).unwrap();
+        assert_eq!(
+            text,
+            r#"{"v":1,"state":{"scalingRecords":{"2023-11-14T22:13:20Z":{"restartDuration":{"secs":42,"nanos":0}}}}}"#
+        );
+        assert_eq!(
+            StateValue::decode(StateType::ScalingTracking, &text).unwrap(),
+            tracking()
+        );
+    }
+
+    #[test]
+    fn state_at_the_threshold_is_compressed_and_decodes() {
+        let text = tracking().encode(1).unwrap();
+        assert!(text.starts_with(r#"{"v":1,"gzip":""#), "{text}");
+        assert_eq!(
+            StateValue::decode(StateType::ScalingTracking, &text).unwrap(),
+            tracking()
+        );
+    }
+
+    #[test]
+    fn newer_or_garbage_versions_are_typed_errors() {
+        let err = StateValue::decode(StateType::ScalingTracking, r#"{"v":2,"state":{}}"#).unwrap_err();
+        assert!(err.to_string().contains("format version 2"), "{err}");
+        assert!(StateValue::decode(StateType::ScalingTracking, "not json").is_err());
+        assert!(StateValue::decode(StateType::ScalingTracking, r#"{"v":1}"#).is_err());
+        assert!(StateValue::decode(StateType::ScalingTracking, r#"{"v":1,"gzip":"!!"}"#).is_err());
+    }
+}

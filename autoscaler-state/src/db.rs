@@ -1,0 +1,544 @@
+//! The databases behind the stores: URL parsing, pools, the embedded migrations and every SQL
+//! statement, one dialect per database.
+
+use crate::codec::StateType;
+use autoscaler_core::state::StateError;
+use chrono::{DateTime, Utc};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection as _, Row as _};
+use std::borrow::Cow;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The embedded schema, one file per dialect (version 1 of our migrations).
+const SQLITE_SCHEMA: &str = include_str!("../migrations/sqlite/0001_autoscaler_tables.sql");
+const POSTGRES_SCHEMA: &str = include_str!("../migrations/postgres/0001_autoscaler_tables.sql");
+const MYSQL_SCHEMA: &str = include_str!("../migrations/mysql/0001_autoscaler_tables.sql");
+
+/// How a store reaches its database; see [`StoreOptions`] for the knobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateUrl {
+    /// `memory`: nothing persisted.
+    Memory,
+    /// `sqlite:PATH` (or `sqlite://PATH`, `sqlite::memory:`): one SQLite file.
+    Sqlite(String),
+    /// `postgres://...` or `postgresql://...`.
+    Postgres(String),
+    /// `mysql://...` or `mariadb://...`.
+    MySql(String),
+}
+
+impl FromStr for StateUrl {
+    type Err = StateError;
+
+    fn from_str(url: &str) -> Result<Self, StateError> {
+        let url = url.trim();
+        if url == "memory" || url == "memory:" {
+            Ok(StateUrl::Memory)
+        } else if url.starts_with("sqlite:") {
+            Ok(StateUrl::Sqlite(url.to_owned()))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(StateUrl::Postgres(url.to_owned()))
+        } else if url.starts_with("mysql://") {
+            Ok(StateUrl::MySql(url.to_owned()))
+        } else if let Some(rest) = url.strip_prefix("mariadb://") {
+            Ok(StateUrl::MySql(format!("mysql://{rest}")))
+        } else {
+            Err(StateError::Backend {
+                operation: "open",
+                message: format!(
+                    "unsupported state URL `{url}`: use `memory`, `sqlite:PATH`, `postgres://...` or `mysql://...`"
+                ),
+            })
+        }
+    }
+}
+
+impl fmt::Display for StateUrl {
+    /// The URL without its password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateUrl::Memory => f.write_str("memory"),
+            StateUrl::Sqlite(url) => f.write_str(url),
+            StateUrl::Postgres(url) | StateUrl::MySql(url) => f.write_str(&redact_password(url)),
+        }
+    }
+}
+
+/// `scheme://user:secret@host` -> `scheme://user:***@host`, for messages.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// Tuning of a database-backed store or event handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Upper bound on connections in the pool.
+    pub max_connections: u32,
+    /// How long an operation waits for a connection before failing; bounds how long a flush against a
+    /// database that is down takes.
+    pub acquire_timeout: Duration,
+    /// SQLite only: how long a write waits for another process's lock.
+    pub busy_timeout: Duration,
+    /// Serialized states at least this many bytes long are gzip-compressed.
+    pub compression_threshold: usize,
+    /// Whether to run the embedded migrations on open (turn off when a DBA manages the schema).
+    pub migrate: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: 4,
+            acquire_timeout: Duration::from_secs(10),
+            busy_timeout: Duration::from_secs(5),
+            compression_threshold: crate::codec::DEFAULT_COMPRESSION_THRESHOLD,
+            migrate: true,
+        }
+    }
+}
+
+/// SQL dialects differ in placeholders, upsert syntax and DDL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+/// A connected database.
+#[derive(Debug, Clone)]
+pub(crate) enum Database {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+    MySql(MySqlPool),
+}
+
+/// The statements, with the dialect's placeholders.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    load_states: String,
+    upsert_state: String,
+    delete_state: String,
+    insert_event: String,
+    latest_event: String,
+    update_event: String,
+    list_events: String,
+    delete_events_before: String,
+}
+
+impl Statements {
+    fn new(dialect: Dialect) -> Self {
+        let upsert_state = match dialect {
+            // Upserts, not the reference's INSERT-or-UPDATE by cached state: a row another process
+            // created meanwhile is overwritten instead of failing on the unique index.
+            Dialect::Sqlite | Dialect::Postgres => {
+                "INSERT INTO t_flink_autoscaler_state_store \
+                 (create_time, update_time, job_key, state_type, state_value) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT (job_key, state_type) DO UPDATE \
+                 SET update_time = excluded.update_time, state_value = excluded.state_value"
+            }
+            Dialect::MySql => {
+                "INSERT INTO t_flink_autoscaler_state_store \
+                 (create_time, update_time, job_key, state_type, state_value) VALUES (?, ?, ?, ?, ?) \
+                 ON DUPLICATE KEY UPDATE update_time = VALUES(update_time), state_value = VALUES(state_value)"
+            }
+        };
+        let p = |sql: &str| placeholders(dialect, sql);
+        Statements {
+            load_states: p("SELECT state_type, state_value FROM t_flink_autoscaler_state_store WHERE job_key = ?"),
+            upsert_state: p(upsert_state),
+            delete_state: p("DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?"),
+            insert_event: p("INSERT INTO t_flink_autoscaler_event_handler \
+                 (create_time, update_time, job_key, reason, event_type, message, event_count, event_key) \
+                 VALUES (?, ?, ?, ?, ?, ?, 1, ?)"),
+            latest_event: p("SELECT id, create_time FROM t_flink_autoscaler_event_handler \
+                 WHERE job_key = ? AND reason = ? AND event_key = ? ORDER BY id DESC LIMIT 1"),
+            // `event_count + 1` in SQL so two processes updating the same row both count.
+            update_event: p("UPDATE t_flink_autoscaler_event_handler \
+                 SET message = ?, update_time = ?, event_count = event_count + 1 WHERE id = ?"),
+            list_events: p(
+                "SELECT id, create_time, update_time, reason, event_type, message, event_count, event_key \
+                 FROM t_flink_autoscaler_event_handler WHERE job_key = ? ORDER BY id",
+            ),
+            delete_events_before: p("DELETE FROM t_flink_autoscaler_event_handler WHERE create_time < ?"),
+        }
+    }
+}
+
+/// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL (our statements hold no `?` literal).
+fn placeholders(dialect: Dialect, sql: &str) -> String {
+    if dialect != Dialect::Postgres {
+        return sql.to_owned();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push_str(&format!("${n}"));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn backend_error(operation: &'static str, error: impl fmt::Display) -> StateError {
+    StateError::Backend {
+        operation,
+        message: error.to_string(),
+    }
+}
+
+/// Runs `$body` with `$pool` bound to the concrete pool, so one generic body serves every driver.
+macro_rules! with_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            Database::Sqlite($pool) => $body,
+            Database::Postgres($pool) => $body,
+            Database::MySql($pool) => $body,
+        }
+    };
+}
+
+/// One stored event row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EventRow {
+    pub(crate) id: i64,
+    pub(crate) create_time: DateTime<Utc>,
+    pub(crate) update_time: DateTime<Utc>,
+    pub(crate) reason: String,
+    pub(crate) event_type: String,
+    pub(crate) message: String,
+    pub(crate) event_count: i32,
+    pub(crate) event_key: String,
+}
+
+/// A connected database with its statements.
+#[derive(Debug)]
+pub(crate) struct Db {
+    pub(crate) database: Database,
+    pub(crate) dialect: Dialect,
+    statements: Statements,
+}
+
+/// Deadlocks and lock timeouts are worth retrying: the transaction did nothing.
+fn is_transient(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => matches!(
+            db.code().as_deref(),
+            // PG/MySQL serialization failure or deadlock; SQLite BUSY / BUSY_SNAPSHOT / LOCKED.
+            Some("40001" | "40P01" | "5" | "517" | "6" | "262")
+        ),
+        _ => false,
+    }
+}
+
+const WRITE_ATTEMPTS: u32 = 3;
+
+impl Db {
+    /// Connects to `url` (not `memory`) and runs the embedded migrations if asked.
+    pub(crate) async fn connect(url: &StateUrl, options: &StoreOptions) -> Result<Db, StateError> {
+        let open_error = |e: sqlx::Error| backend_error("open", format!("{url}: {e}"));
+        let (database, dialect) = match url {
+            StateUrl::Memory => {
+                return Err(backend_error("open", "`memory` has no database"));
+            }
+            StateUrl::Sqlite(raw) => {
+                let in_memory = raw.contains(":memory:");
+                let connect = SqliteConnectOptions::from_str(raw)
+                    .map_err(open_error)?
+                    .create_if_missing(true)
+                    // WAL: readers never block the writer; a transaction survives a killed process
+                    // as all-or-nothing (NORMAL sync may lose the last commits on power loss, never
+                    // corrupt them).
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .busy_timeout(options.busy_timeout);
+                // Each connection to `:memory:` is its own database: keep exactly one, forever.
+                let pool_options = if in_memory {
+                    SqlitePoolOptions::new()
+                        .max_connections(1)
+                        .min_connections(1)
+                        .idle_timeout(None)
+                        .max_lifetime(None)
+                } else {
+                    SqlitePoolOptions::new().max_connections(options.max_connections)
+                };
+                let pool = pool_options
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect_with(connect)
+                    .await
+                    .map_err(open_error)?;
+                (Database::Sqlite(pool), Dialect::Sqlite)
+            }
+            StateUrl::Postgres(raw) => {
+                let connect = PgConnectOptions::from_str(raw).map_err(open_error)?;
+                let pool = PgPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect_with(connect)
+                    .await
+                    .map_err(open_error)?;
+                (Database::Postgres(pool), Dialect::Postgres)
+            }
+            StateUrl::MySql(raw) => {
+                let connect = MySqlConnectOptions::from_str(raw)
+                    .map_err(open_error)?
+                    .charset("utf8mb4");
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect_with(connect)
+                    .await
+                    .map_err(open_error)?;
+                (Database::MySql(pool), Dialect::MySql)
+            }
+        };
+        let db = Db {
+            database,
+            dialect,
+            statements: Statements::new(dialect),
+        };
+        if options.migrate {
+            db.migrate().await?;
+        }
+        Ok(db)
+    }
+
+    /// Applies the embedded migrations. sqlx takes an advisory lock (PG, MySQL) or the write lock
+    /// (SQLite), so two processes starting at once migrate once.
+    async fn migrate(&self) -> Result<(), StateError> {
+        let sql = match self.dialect {
+            Dialect::Sqlite => SQLITE_SCHEMA,
+            Dialect::Postgres => POSTGRES_SCHEMA,
+            Dialect::MySql => MYSQL_SCHEMA,
+        };
+        let migrator = Migrator {
+            migrations: Cow::Owned(vec![Migration::new(
+                1,
+                Cow::Borrowed("autoscaler state and event tables"),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )]),
+            ..Migrator::DEFAULT
+        };
+        let result = with_pool!(&self.database, pool => migrator.run(pool).await);
+        result.map_err(|e| backend_error("migrate", e))
+    }
+
+    /// Every (state_type, state_value) row of `job_key`.
+    pub(crate) async fn load_states(&self, job_key: &str) -> Result<Vec<(String, String)>, StateError> {
+        let sql = self.statements.load_states.as_str();
+        let rows = with_pool!(&self.database, pool => {
+            let rows = sqlx::query(sql).bind(job_key).fetch_all(pool).await.map_err(|e| backend_error("load", e))?;
+            rows.iter()
+                .map(|r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?)))
+                .collect::<Result<Vec<_>, sqlx::Error>>()
+        });
+        rows.map_err(|e| backend_error("load", e))
+    }
+
+    /// Writes one job's upserts and deletes in ONE transaction, so a crash leaves the job's rows
+    /// all old or all new. Retries a transaction the database aborted (deadlock, busy).
+    pub(crate) async fn write_states(
+        &self,
+        job_key: &str,
+        upserts: &[(StateType, String)],
+        deletes: &[StateType],
+    ) -> Result<(), StateError> {
+        let mut attempt = 1;
+        loop {
+            match self.try_write_states(job_key, upserts, deletes).await {
+                Ok(()) => return Ok(()),
+                Err(e) if attempt < WRITE_ATTEMPTS && is_transient(&e) => {
+                    tracing::debug!(job_key, attempt, error = %e, "retrying an aborted state transaction");
+                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(backend_error("flush", e)),
+            }
+        }
+    }
+
+    async fn try_write_states(
+        &self,
+        job_key: &str,
+        upserts: &[(StateType, String)],
+        deletes: &[StateType],
+    ) -> Result<(), sqlx::Error> {
+        let now = Utc::now();
+        let (upsert, delete) = (
+            self.statements.upsert_state.as_str(),
+            self.statements.delete_state.as_str(),
+        );
+        with_pool!(&self.database, pool => {
+            let mut conn = pool.acquire().await?;
+            let mut tx = conn.begin().await?;
+            // Rows in a fixed (state type) order, so two writers of the same job lock them in the
+            // same order and cannot deadlock each other.
+            for (state_type, value) in upserts {
+                sqlx::query(upsert)
+                    .bind(now)
+                    .bind(now)
+                    .bind(job_key)
+                    .bind(state_type.identifier())
+                    .bind(value.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            for state_type in deletes {
+                sqlx::query(delete).bind(job_key).bind(state_type.identifier()).execute(&mut *tx).await?;
+            }
+            tx.commit().await
+        })
+    }
+
+    /// Inserts an event row with count 1.
+    pub(crate) async fn insert_event(
+        &self,
+        job_key: &str,
+        event_type: &str,
+        reason: &str,
+        message: &str,
+        event_key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(), StateError> {
+        let sql = self.statements.insert_event.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql)
+            .bind(now)
+            .bind(now)
+            .bind(job_key)
+            .bind(reason)
+            .bind(event_type)
+            .bind(message)
+            .bind(event_key)
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| backend_error("insert event", e)))
+    }
+
+    /// Id and create time of the newest event with this identity.
+    pub(crate) async fn latest_event(
+        &self,
+        job_key: &str,
+        reason: &str,
+        event_key: &str,
+    ) -> Result<Option<(i64, DateTime<Utc>)>, StateError> {
+        let sql = self.statements.latest_event.as_str();
+        let row = with_pool!(&self.database, pool => {
+            let row = sqlx::query(sql).bind(job_key).bind(reason).bind(event_key).fetch_optional(pool).await;
+            row.and_then(|r| r.map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<DateTime<Utc>, _>(1)?))).transpose())
+        });
+        row.map_err(|e| backend_error("query event", e))
+    }
+
+    /// Bumps the count of event `id` and replaces its message.
+    pub(crate) async fn update_event(&self, id: i64, message: &str, now: DateTime<Utc>) -> Result<(), StateError> {
+        let sql = self.statements.update_event.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql)
+            .bind(message)
+            .bind(now)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| backend_error("update event", e)))
+    }
+
+    /// Every event of `job_key`, oldest first.
+    pub(crate) async fn list_events(&self, job_key: &str) -> Result<Vec<EventRow>, StateError> {
+        let sql = self.statements.list_events.as_str();
+        let rows = with_pool!(&self.database, pool => {
+            match sqlx::query(sql).bind(job_key).fetch_all(pool).await {
+                Ok(rows) => rows
+                    .iter()
+                    .map(|r| {
+                        Ok(EventRow {
+                            id: r.try_get(0)?,
+                            create_time: r.try_get(1)?,
+                            update_time: r.try_get(2)?,
+                            reason: r.try_get(3)?,
+                            event_type: r.try_get(4)?,
+                            message: r.try_get(5)?,
+                            event_count: r.try_get(6)?,
+                            event_key: r.try_get(7)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>(),
+                Err(e) => Err(e),
+            }
+        });
+        rows.map_err(|e| backend_error("list events", e))
+    }
+
+    /// Deletes every event created before `cutoff`; returns how many.
+    pub(crate) async fn delete_events_before(&self, cutoff: DateTime<Utc>) -> Result<u64, StateError> {
+        let sql = self.statements.delete_events_before.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql)
+            .bind(cutoff)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(|e| backend_error("delete events", e)))
+    }
+
+    /// Closes the pool, waiting for connections to be returned.
+    pub(crate) async fn close(&self) {
+        with_pool!(&self.database, pool => pool.close().await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_to_their_backend() {
+        assert_eq!("memory".parse::<StateUrl>().unwrap(), StateUrl::Memory);
+        assert_eq!(
+            "sqlite:/tmp/a.db".parse::<StateUrl>().unwrap(),
+            StateUrl::Sqlite("sqlite:/tmp/a.db".into())
+        );
+        assert!(matches!(
+            "postgresql://h/db".parse::<StateUrl>().unwrap(),
+            StateUrl::Postgres(_)
+        ));
+        assert_eq!(
+            "mariadb://root@h/db".parse::<StateUrl>().unwrap(),
+            StateUrl::MySql("mysql://root@h/db".into())
+        );
+        let err = "redis://h".parse::<StateUrl>().unwrap_err();
+        assert!(err.to_string().contains("redis://h"), "{err}");
+    }
+
+    #[test]
+    fn passwords_are_redacted_in_messages() {
+        let url = StateUrl::Postgres("postgres://u:secret@h:5432/db".into());
+        assert_eq!(url.to_string(), "postgres://u:***@h:5432/db");
+        assert_eq!(redact_password("mysql://root@h/db"), "mysql://root@h/db");
+    }
+
+    #[test]
+    fn postgres_placeholders_are_numbered() {
+        assert_eq!(placeholders(Dialect::Postgres, "a = ? AND b = ?"), "a = $1 AND b = $2");
+        assert_eq!(placeholders(Dialect::MySql, "a = ?"), "a = ?");
+    }
+}

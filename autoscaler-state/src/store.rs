@@ -1,0 +1,385 @@
+//! The state stores: one caching store over any backend ([`AnyStateStore`]) and the in-memory
+//! store ([`InMemoryStateStore`]).
+
+use crate::cache::JobView;
+use crate::codec::{StateType, StateValue};
+use crate::db::{Db, StateUrl, StoreOptions};
+use async_trait::async_trait;
+use autoscaler_core::context::JobAutoScalerContext;
+use autoscaler_core::event::AutoScalerEventHandler;
+use autoscaler_core::state::{
+    AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking,
+    StateError, StateResult,
+};
+use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Reason of the Warning event [`flush_or_warn`] emits when a flush fails.
+pub const STATE_FLUSH_FAILED_REASON: &str = "StateFlushFailed";
+
+/// The cached states of one job; `None` until loaded (a failed load is retried by the next access).
+type JobSlot = Arc<tokio::sync::Mutex<Option<JobView>>>;
+
+/// A state store over any backend: the in-memory one, a SQLite file, PostgreSQL or MySQL/MariaDB.
+///
+/// Reads are served from a per-job cache filled by one query on the job's first access; writes
+/// stay in the cache until [`flush`](AutoScalerStateStore::flush), which writes the job's changed
+/// rows in one transaction. A failed flush keeps the cache, so the next flush writes the same
+/// changes again. The job key's `Display` form is the row key.
+#[derive(Debug)]
+pub struct AnyStateStore {
+    db: Option<Db>,
+    url: StateUrl,
+    compression_threshold: usize,
+    jobs: Mutex<HashMap<String, JobSlot>>,
+}
+
+impl AnyStateStore {
+    /// A store keeping everything in memory (what `memory` opens).
+    pub fn in_memory() -> Self {
+        AnyStateStore {
+            db: None,
+            url: StateUrl::Memory,
+            compression_threshold: usize::MAX,
+            jobs: Mutex::default(),
+        }
+    }
+
+    /// Opens the store at `url` with default [`StoreOptions`]; see [`open_state_store`].
+    pub async fn open(url: &str) -> StateResult<Self> {
+        Self::open_with(url, &StoreOptions::default()).await
+    }
+
+    /// Opens the store at `url` (`memory`, `sqlite:PATH`, `postgres://...`, `mysql://...`), creating
+    /// the SQLite file and the tables if missing.
+    pub async fn open_with(url: &str, options: &StoreOptions) -> StateResult<Self> {
+        let url: StateUrl = url.parse()?;
+        if url == StateUrl::Memory {
+            return Ok(Self::in_memory());
+        }
+        let db = Db::connect(&url, options).await?;
+        Ok(AnyStateStore {
+            db: Some(db),
+            url,
+            compression_threshold: options.compression_threshold,
+            jobs: Mutex::default(),
+        })
+    }
+
+    /// Where the store keeps its state (password redacted).
+    pub fn url(&self) -> &StateUrl {
+        &self.url
+    }
+
+    /// Whether nothing is persisted.
+    pub fn is_in_memory(&self) -> bool {
+        self.db.is_none()
+    }
+
+    /// Closes the database pool; later operations on the store fail.
+    pub async fn close(&self) {
+        if let Some(db) = &self.db {
+            db.close().await;
+        }
+    }
+
+    fn job_slot(&self, job_key: &str) -> JobSlot {
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        jobs.entry(job_key.to_owned()).or_default().clone()
+    }
+
+    /// Runs `f` on the job's loaded view, loading it first if needed.
+    async fn with_view<R>(&self, job_key: &str, f: impl FnOnce(&mut JobView) -> R) -> StateResult<R> {
+        let slot = self.job_slot(job_key);
+        let mut guard = slot.lock().await;
+        let view = match &mut *guard {
+            Some(view) => view,
+            empty => empty.insert(self.load(job_key).await?),
+        };
+        Ok(f(view))
+    }
+
+    async fn load(&self, job_key: &str) -> StateResult<JobView> {
+        match &self.db {
+            None => Ok(JobView::default()),
+            Some(db) => Ok(JobView::from_rows(job_key, db.load_states(job_key).await?)),
+        }
+    }
+
+    async fn get(&self, job_key: &str, state_type: StateType) -> StateResult<Option<StateValue>> {
+        self.with_view(job_key, |view| view.get(state_type).cloned()).await
+    }
+
+    async fn put(&self, job_key: &str, value: StateValue) -> StateResult<()> {
+        self.with_view(job_key, |view| view.put(value)).await
+    }
+
+    async fn remove(&self, job_key: &str, state_type: StateType) -> StateResult<()> {
+        self.with_view(job_key, |view| view.remove(state_type)).await
+    }
+
+    async fn clear(&self, job_key: &str) -> StateResult<()> {
+        self.with_view(job_key, JobView::clear).await
+    }
+
+    /// Writes the job's pending changes in one transaction; on failure the cache keeps them.
+    async fn flush_job(&self, job_key: &str) -> StateResult<()> {
+        let slot = self.job_slot(job_key);
+        // Holding the job's lock through the write keeps concurrent puts from being marked flushed
+        // without having been written.
+        let mut guard = slot.lock().await;
+        let Some(view) = guard.as_mut() else {
+            return Ok(()); // never loaded: nothing changed
+        };
+        let Some(db) = &self.db else {
+            view.mark_flushed();
+            return Ok(());
+        };
+        let pending = view.pending();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let upserts = pending
+            .upserts
+            .iter()
+            .map(|value| Ok((value.state_type(), value.encode(self.compression_threshold)?)))
+            .collect::<StateResult<Vec<_>>>()?;
+        db.write_states(job_key, &upserts, &pending.deletes).await?;
+        view.mark_flushed();
+        Ok(())
+    }
+
+    fn forget(&self, job_key: &str) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        jobs.remove(job_key);
+    }
+}
+
+/// Opens the state store at `url`: `memory`, `sqlite:PATH` (the file is created if missing),
+/// `postgres://user@host:port/db`, `mysql://user@host:port/db` (or `mariadb://`). The tables are
+/// created by the embedded migrations.
+pub async fn open_state_store(url: &str) -> Result<AnyStateStore, StateError> {
+    AnyStateStore::open(url).await
+}
+
+/// Flushes `ctx`'s state; if that fails, emits a Warning event ([`STATE_FLUSH_FAILED_REASON`])
+/// through `events` and returns the typed error. The cached state is kept, so the next flush
+/// writes it.
+pub async fn flush_or_warn<K, Ctx, S, E>(store: &S, events: &E, ctx: &Ctx) -> StateResult<()>
+where
+    Ctx: JobAutoScalerContext<K>,
+    S: AutoScalerStateStore<K, Ctx> + ?Sized,
+    E: AutoScalerEventHandler<K, Ctx> + ?Sized,
+{
+    let result = store.flush(ctx).await;
+    if let Err(error) = &result {
+        events.handle_exception(ctx, STATE_FLUSH_FAILED_REASON, error).await;
+    }
+    result
+}
+
+/// Implements the trait for a type whose `$inner` expression yields an `&AnyStateStore`.
+macro_rules! impl_state_store {
+    ($ty:ty, |$this:ident| $inner:expr) => {
+        #[async_trait]
+        impl<K, Ctx> AutoScalerStateStore<K, Ctx> for $ty
+        where
+            K: Display + Send + Sync,
+            Ctx: JobAutoScalerContext<K>,
+        {
+            async fn store_scaling_history(&self, ctx: &Ctx, history: &ScalingHistory) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner
+                    .put(&key, StateValue::ScalingHistory(history.clone()))
+                    .await
+            }
+            async fn get_scaling_history(&self, ctx: &Ctx) -> StateResult<ScalingHistory> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                Ok(match $inner.get(&key, StateType::ScalingHistory).await? {
+                    Some(StateValue::ScalingHistory(v)) => v,
+                    _ => ScalingHistory::default(),
+                })
+            }
+            async fn remove_scaling_history(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.remove(&key, StateType::ScalingHistory).await
+            }
+
+            async fn store_scaling_tracking(&self, ctx: &Ctx, tracking: &ScalingTracking) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner
+                    .put(&key, StateValue::ScalingTracking(tracking.clone()))
+                    .await
+            }
+            async fn get_scaling_tracking(&self, ctx: &Ctx) -> StateResult<ScalingTracking> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                Ok(match $inner.get(&key, StateType::ScalingTracking).await? {
+                    Some(StateValue::ScalingTracking(v)) => v,
+                    _ => ScalingTracking::default(),
+                })
+            }
+            async fn remove_scaling_tracking(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.remove(&key, StateType::ScalingTracking).await
+            }
+
+            async fn store_collected_metrics(&self, ctx: &Ctx, history: &MetricHistory) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner
+                    .put(&key, StateValue::CollectedMetrics(history.clone()))
+                    .await
+            }
+            async fn get_collected_metrics(&self, ctx: &Ctx) -> StateResult<MetricHistory> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                Ok(match $inner.get(&key, StateType::CollectedMetrics).await? {
+                    Some(StateValue::CollectedMetrics(v)) => v,
+                    _ => MetricHistory::default(),
+                })
+            }
+            async fn remove_collected_metrics(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.remove(&key, StateType::CollectedMetrics).await
+            }
+
+            async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &EvaluatedMetrics) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner
+                    .put(&key, StateValue::EvaluatedMetrics(metrics.clone()))
+                    .await
+            }
+            async fn get_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<Option<EvaluatedMetrics>> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                Ok(match $inner.get(&key, StateType::EvaluatedMetrics).await? {
+                    Some(StateValue::EvaluatedMetrics(v)) => Some(v),
+                    _ => None,
+                })
+            }
+            async fn remove_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.remove(&key, StateType::EvaluatedMetrics).await
+            }
+
+            async fn store_parallelism_overrides(
+                &self,
+                ctx: &Ctx,
+                overrides: &ParallelismOverrides,
+            ) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner
+                    .put(&key, StateValue::ParallelismOverrides(overrides.clone()))
+                    .await
+            }
+            async fn get_parallelism_overrides(&self, ctx: &Ctx) -> StateResult<ParallelismOverrides> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                Ok(match $inner.get(&key, StateType::ParallelismOverrides).await? {
+                    Some(StateValue::ParallelismOverrides(v)) => v,
+                    _ => ParallelismOverrides::default(),
+                })
+            }
+            async fn remove_parallelism_overrides(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.remove(&key, StateType::ParallelismOverrides).await
+            }
+
+            async fn store_config_changes(&self, ctx: &Ctx, changes: &ConfigChanges) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner
+                    .put(&key, StateValue::ConfigOverrides(changes.clone()))
+                    .await
+            }
+            async fn get_config_changes(&self, ctx: &Ctx) -> StateResult<ConfigChanges> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                Ok(match $inner.get(&key, StateType::ConfigOverrides).await? {
+                    Some(StateValue::ConfigOverrides(v)) => v,
+                    _ => ConfigChanges::default(),
+                })
+            }
+            async fn remove_config_changes(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.remove(&key, StateType::ConfigOverrides).await
+            }
+
+            async fn store_delayed_scale_down(&self, ctx: &Ctx, state: &DelayedScaleDown) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner
+                    .put(&key, StateValue::DelayedScaleDown(state.clone()))
+                    .await
+            }
+            async fn get_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<DelayedScaleDown> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                Ok(match $inner.get(&key, StateType::DelayedScaleDown).await? {
+                    Some(StateValue::DelayedScaleDown(v)) => v,
+                    _ => DelayedScaleDown::default(),
+                })
+            }
+            async fn remove_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.remove(&key, StateType::DelayedScaleDown).await
+            }
+
+            async fn clear_all(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.clear(&key).await
+            }
+            async fn flush(&self, ctx: &Ctx) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.flush_job(&key).await
+            }
+            async fn remove_info_from_cache(&self, key: &K) {
+                let $this = self;
+                $inner.forget(&key.to_string());
+            }
+        }
+    };
+}
+
+impl_state_store!(AnyStateStore, |this| this);
+
+/// The in-memory state store: everything lives in the process, `flush` writes nothing, and
+/// `remove_info_from_cache` forgets the job entirely (the reference's `InMemoryAutoScalerStateStore`).
+#[derive(Debug)]
+pub struct InMemoryStateStore {
+    inner: AnyStateStore,
+}
+
+impl InMemoryStateStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        InMemoryStateStore {
+            inner: AnyStateStore::in_memory(),
+        }
+    }
+}
+
+impl Default for InMemoryStateStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl_state_store!(InMemoryStateStore, |this| this.inner);
