@@ -13,6 +13,7 @@ pub mod event;
 pub mod event_logging;
 pub mod options;
 pub mod realizer;
+pub mod standalone;
 pub mod state;
 
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
@@ -23,6 +24,7 @@ pub use event::{AutoScalerEventHandler, EventType};
 pub use event_logging::LoggingEventHandler;
 pub use options::{AlignmentMode, AutoScalerOptions, OptionsError};
 pub use realizer::{RealizeError, ScalingRealizer};
+pub use standalone::{ControlLoopOptions, CycleReport, OptionsValidator, StandaloneAutoscaler};
 pub use state::{
     AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, RecommendedParallelism,
     ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking, StateError, StateResult,

@@ -1,0 +1,966 @@
+//! The standalone control loop (FLIP-334's `StandaloneAutoscalerExecutor`, anchor-features §4.1).
+//!
+//! Every `autoscaler.standalone.control-loop.interval` the loop fetches the job list and scales
+//! every job on its own tokio task, at most `control-loop.parallelism` at a time. The rules it keeps:
+//! - a slow or failing (even panicking) job never delays or breaks the others: the cycle only
+//!   dispatches, it never waits for a scale;
+//! - a job whose previous scale is still in flight (running or queued for a permit) is skipped;
+//! - a job that disappears from the list is cleaned up exactly once; if its scale is still in
+//!   flight, the cleanup runs when that scale finishes;
+//! - a failed fetch is logged and the whole cycle skipped (no scaling, no cleanup);
+//! - when the shutdown future completes the loop starts no new cycle, waits for the scales in
+//!   flight (and their deferred cleanups) and returns.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use autoscaler_core::{BasicJobContext, JobAutoScaler, JobListFetcher, LoggingEventHandler};
+//! # use autoscaler_core::standalone::{ControlLoopOptions, StandaloneAutoscaler};
+//! # async fn demo(
+//! #     fetcher: Arc<dyn JobListFetcher<String, BasicJobContext<String>>>,
+//! #     scaler: Arc<dyn JobAutoScaler<String, BasicJobContext<String>>>,
+//! # ) {
+//! let options = ControlLoopOptions::default();
+//! let control_loop = StandaloneAutoscaler::new(fetcher, scaler, Arc::new(LoggingEventHandler), options);
+//! // SIGTERM handling is the binary's business; any future will do, e.g. ctrl-c or a CancellationToken.
+//! control_loop.run(async { let _ = tokio::signal::ctrl_c().await; }).await;
+//! # }
+//! ```
+
+use crate::autoscaler::{FetchError, JobAutoScaler, JobListFetcher};
+use crate::config::Configuration;
+use crate::context::JobAutoScalerContext;
+use crate::event::{AutoScalerEventHandler, EventType};
+use crate::options::OptionsError;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::Hash;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::{Id as TaskId, JoinError, JoinSet};
+use tracing::Instrument;
+
+/// Key of the control-loop interval (reference default 10 s).
+pub const CONTROL_LOOP_INTERVAL_KEY: &str = "autoscaler.standalone.control-loop.interval";
+/// Deprecated key of the control-loop interval, still honoured as the reference does.
+pub const CONTROL_LOOP_INTERVAL_DEPRECATED_KEY: &str = "scalingInterval";
+/// Key of the number of jobs scaled at the same time (reference default 100).
+pub const CONTROL_LOOP_PARALLELISM_KEY: &str = "autoscaler.standalone.control-loop.parallelism";
+/// Key of the event deduplication interval used for the validation warning (default 30 min).
+pub const SCALING_EVENT_INTERVAL_KEY: &str = "job.autoscaler.scaling.event.interval";
+/// Event reason of a scale that panicked (the reference's `AUTOSCALER_ERROR`).
+pub const AUTOSCALER_ERROR_REASON: &str = "AutoscalerError";
+/// Event reason of a job whose autoscaler options do not validate.
+pub const VALIDATION_REASON: &str = "AutoScaler Options Validation";
+
+const DEFAULT_PARALLELISM: NonZeroUsize = match NonZeroUsize::new(100) {
+    Some(n) => n,
+    None => NonZeroUsize::MIN,
+};
+
+/// Checks a job's autoscaler options before it is scaled; `Err` holds the message of the
+/// `AutoScaler Options Validation` warning, and the job is not scaled in that cycle.
+pub type OptionsValidator<Ctx> = Arc<ValidatorFn<Ctx>>;
+
+/// The function behind an [`OptionsValidator`].
+pub type ValidatorFn<Ctx> = dyn Fn(&Ctx) -> Result<(), String> + Send + Sync;
+
+/// Settings of the control loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlLoopOptions {
+    /// Pause between the end of one cycle's dispatch and the next fetch (fixed delay, as the
+    /// reference's `scheduleWithFixedDelay`).
+    pub interval: Duration,
+    /// How many jobs are scaled at the same time.
+    pub parallelism: NonZeroUsize,
+    /// Deduplication interval handed to the event handler with the validation warning.
+    pub scaling_event_interval: Duration,
+}
+
+impl Default for ControlLoopOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(10),
+            parallelism: DEFAULT_PARALLELISM,
+            scaling_event_interval: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+impl ControlLoopOptions {
+    /// Reads the options from the standalone autoscaler's base configuration; unset keys keep
+    /// the reference's defaults.
+    ///
+    /// ```
+    /// use autoscaler_core::Configuration;
+    /// use autoscaler_core::standalone::ControlLoopOptions;
+    /// let conf = Configuration::from_iter([("autoscaler.standalone.control-loop.interval", "5 s")]);
+    /// let options = ControlLoopOptions::from_configuration(&conf).unwrap();
+    /// assert_eq!(options.interval, std::time::Duration::from_secs(5));
+    /// assert_eq!(options.parallelism.get(), 100);
+    /// ```
+    pub fn from_configuration(conf: &Configuration) -> Result<Self, OptionsError> {
+        let mut options = Self::default();
+        let interval_key = [CONTROL_LOOP_INTERVAL_KEY, CONTROL_LOOP_INTERVAL_DEPRECATED_KEY]
+            .into_iter()
+            .find(|k| conf.contains_key(k));
+        if let Some(key) = interval_key {
+            options.interval = duration_option(conf, key)?;
+        }
+        if let Some(value) = conf.get(CONTROL_LOOP_PARALLELISM_KEY) {
+            options.parallelism = value
+                .trim()
+                .parse::<NonZeroUsize>()
+                .map_err(|_| invalid(CONTROL_LOOP_PARALLELISM_KEY, value, "a positive integer"))?;
+        }
+        if conf.contains_key(SCALING_EVENT_INTERVAL_KEY) {
+            options.scaling_event_interval = duration_option(conf, SCALING_EVENT_INTERVAL_KEY)?;
+        }
+        Ok(options)
+    }
+}
+
+fn invalid(key: &str, value: &str, expected: &str) -> OptionsError {
+    OptionsError::InvalidValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason: format!("expected {expected}"),
+    }
+}
+
+fn duration_option(conf: &Configuration, key: &str) -> Result<Duration, OptionsError> {
+    let value = conf.get(key).unwrap_or_default();
+    parse_flink_duration(value).ok_or_else(|| invalid(key, value, "a duration such as `10 s`, `500 ms` or `1 min`"))
+}
+
+/// Flink's duration syntax: a number and an optional unit; no unit means milliseconds.
+fn parse_flink_duration(text: &str) -> Option<Duration> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    let nanos_per_unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
+        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => 1_000,
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000_000,
+        "d" | "day" | "days" => 86_400_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(nanos_per_unit).map(Duration::from_nanos)
+}
+
+/// What one cycle did, for logs and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleReport<K> {
+    /// Jobs whose scale was started (or queued for a permit), in list order.
+    pub dispatched: Vec<K>,
+    /// Jobs skipped because their previous scale is still in flight.
+    pub skipped_in_flight: Vec<K>,
+    /// Jobs gone from the list and cleaned up in this cycle.
+    pub cleaned_up: Vec<K>,
+    /// Jobs gone from the list whose cleanup waits for their scale in flight.
+    pub cleanup_deferred: Vec<K>,
+}
+
+impl<K> Default for CycleReport<K> {
+    fn default() -> Self {
+        Self {
+            dispatched: Vec::new(),
+            skipped_in_flight: Vec::new(),
+            cleaned_up: Vec::new(),
+            cleanup_deferred: Vec::new(),
+        }
+    }
+}
+
+/// The standalone control loop over any platform's job list and autoscaler.
+///
+/// Drive it with [`run`](Self::run), or cycle by cycle with [`run_cycle`](Self::run_cycle) and
+/// [`wait_idle`](Self::wait_idle). Dropping it aborts the scales in flight.
+pub struct StandaloneAutoscaler<K, Ctx> {
+    fetcher: Arc<dyn JobListFetcher<K, Ctx>>,
+    autoscaler: Arc<dyn JobAutoScaler<K, Ctx>>,
+    events: Arc<dyn AutoScalerEventHandler<K, Ctx>>,
+    validator: Option<OptionsValidator<Ctx>>,
+    base_conf: Configuration,
+    options: ControlLoopOptions,
+    permits: Arc<Semaphore>,
+    tasks: JoinSet<()>,
+    /// The job behind every task in `tasks`, so a finished (or panicked) task can be matched.
+    task_jobs: HashMap<TaskId, Arc<Ctx>>,
+    /// Keys with a scale in flight (the reference's `scalingJobKeys`).
+    in_flight: HashSet<K>,
+    /// Keys of the last successful fetch (the reference's `lastScaling`).
+    last_seen: HashSet<K>,
+}
+
+impl<K, Ctx> Debug for StandaloneAutoscaler<K, Ctx>
+where
+    K: Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StandaloneAutoscaler")
+            .field("options", &self.options)
+            .field("in_flight", &self.in_flight)
+            .field("last_seen", &self.last_seen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, Ctx> StandaloneAutoscaler<K, Ctx>
+where
+    K: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    Ctx: JobAutoScalerContext<K> + 'static,
+{
+    /// A loop that fetches with `fetcher`, scales with `autoscaler` and reports to `events`.
+    pub fn new(
+        fetcher: Arc<dyn JobListFetcher<K, Ctx>>,
+        autoscaler: Arc<dyn JobAutoScaler<K, Ctx>>,
+        events: Arc<dyn AutoScalerEventHandler<K, Ctx>>,
+        options: ControlLoopOptions,
+    ) -> Self {
+        Self {
+            fetcher,
+            autoscaler,
+            events,
+            validator: None,
+            base_conf: Configuration::new(),
+            permits: Arc::new(Semaphore::new(options.parallelism.get())),
+            options,
+            tasks: JoinSet::new(),
+            task_jobs: HashMap::new(),
+            in_flight: HashSet::new(),
+            last_seen: HashSet::new(),
+        }
+    }
+
+    /// Sets the configuration handed to every fetch (the standalone autoscaler's own config).
+    pub fn with_base_configuration(mut self, base_conf: Configuration) -> Self {
+        self.base_conf = base_conf;
+        self
+    }
+
+    /// Runs `validator` before every scale (the reference runs `AutoscalerValidator` here).
+    pub fn with_validator(mut self, validator: impl Fn(&Ctx) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        self.validator = Some(Arc::new(validator));
+        self
+    }
+
+    /// Keys whose scale is in flight right now.
+    pub fn in_flight(&self) -> impl Iterator<Item = &K> {
+        self.in_flight.iter()
+    }
+
+    /// Runs cycles every `interval` until `shutdown` completes, then waits for the scales in
+    /// flight (running their deferred cleanups) and returns. The first cycle starts at once.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        tracing::info!(interval = ?self.options.interval, parallelism = self.options.parallelism, "control loop started");
+        tokio::pin!(shutdown);
+        let next_cycle = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(next_cycle);
+        loop {
+            tokio::select! {
+                // Shutdown wins over a due cycle, so no cycle starts once it has fired.
+                biased;
+                () = &mut shutdown => break,
+                Some(finished) = self.tasks.join_next_with_id() => self.on_scale_finished(finished).await,
+                () = &mut next_cycle => {
+                    // The outcome is already logged inside; a failed fetch only skips this cycle.
+                    let _ = self.run_cycle().await;
+                    next_cycle.as_mut().reset(tokio::time::Instant::now() + self.options.interval);
+                }
+            }
+        }
+        tracing::info!(
+            in_flight = self.in_flight.len(),
+            "control loop stopping after the scales in flight"
+        );
+        self.wait_idle().await;
+        tracing::info!("control loop stopped");
+    }
+
+    /// One cycle: fetch, clean up vanished jobs, dispatch a scale for every job not in flight.
+    /// Returns without waiting for any scale. `Err` means the fetch failed and nothing was done.
+    pub async fn run_cycle(&mut self) -> Result<CycleReport<K>, FetchError> {
+        // Scales that finished since the last look free their keys before the skip check.
+        while let Some(finished) = self.tasks.try_join_next_with_id() {
+            self.on_scale_finished(finished).await;
+        }
+        let jobs = match self.fetcher.fetch(&self.base_conf).await {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                // §4.1 step 1: log and skip the run; in particular, clean nothing up.
+                tracing::error!(error = %e, "could not fetch the job list, skipping this cycle");
+                return Err(e);
+            }
+        };
+        let mut report = CycleReport::default();
+        let current: HashSet<K> = jobs.iter().map(|ctx| ctx.job_key().clone()).collect();
+
+        // §4.1 step 2: jobs of the previous list missing from this one are cleaned up now, or
+        // when their scale in flight finishes.
+        let vanished: Vec<K> = self.last_seen.difference(&current).cloned().collect();
+        self.last_seen = current;
+        for key in vanished {
+            if self.in_flight.contains(&key) {
+                report.cleanup_deferred.push(key);
+            } else {
+                self.cleanup(&key).await;
+                report.cleaned_up.push(key);
+            }
+        }
+
+        // §4.1 step 3: one task per job whose previous scale is done.
+        for ctx in jobs {
+            let key = ctx.job_key().clone();
+            if self.in_flight.contains(&key) {
+                tracing::debug!(job = ?key, "previous scale still in flight, skipping");
+                report.skipped_in_flight.push(key);
+                continue;
+            }
+            self.dispatch(Arc::new(ctx));
+            self.in_flight.insert(key.clone());
+            report.dispatched.push(key);
+        }
+        tracing::info!(
+            dispatched = report.dispatched.len(),
+            skipped = report.skipped_in_flight.len(),
+            cleaned_up = report.cleaned_up.len(),
+            cleanup_deferred = report.cleanup_deferred.len(),
+            "control loop cycle"
+        );
+        Ok(report)
+    }
+
+    /// Waits until no scale is in flight, running the cleanups deferred meanwhile.
+    pub async fn wait_idle(&mut self) {
+        while let Some(finished) = self.tasks.join_next_with_id().await {
+            self.on_scale_finished(finished).await;
+        }
+    }
+
+    fn dispatch(&mut self, ctx: Arc<Ctx>) {
+        let permits = Arc::clone(&self.permits);
+        let autoscaler = Arc::clone(&self.autoscaler);
+        let events = Arc::clone(&self.events);
+        let validator = self.validator.clone();
+        let event_interval = self.options.scaling_event_interval;
+        let span = tracing::info_span!("scale", job = ?ctx.job_key());
+        let task_ctx = Arc::clone(&ctx);
+        let handle = self.tasks.spawn(
+            async move {
+                // The semaphore is never closed, so this only fails if the loop is torn down.
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                scale_one(&*task_ctx, &*autoscaler, &*events, validator.as_deref(), event_interval).await;
+            }
+            .instrument(span),
+        );
+        self.task_jobs.insert(handle.id(), ctx);
+    }
+
+    async fn on_scale_finished(&mut self, finished: Result<(TaskId, ()), JoinError>) {
+        let (id, failure) = match finished {
+            Ok((id, ())) => (id, None),
+            Err(e) => (e.id(), Some(e)),
+        };
+        let Some(ctx) = self.task_jobs.remove(&id) else {
+            return;
+        };
+        let key = ctx.job_key().clone();
+        if let Some(e) = failure {
+            // A panic inside one job's scale must not take the loop down; report it as the
+            // reference reports any Throwable escaping `scale`.
+            let message = panic_message(e);
+            tracing::error!(job = ?key, "scaling panicked: {message}");
+            self.events
+                .handle_event(&*ctx, EventType::Warning, AUTOSCALER_ERROR_REASON, &message, None, None)
+                .await;
+        }
+        self.in_flight.remove(&key);
+        // The job vanished while it was being scaled: its deferred cleanup runs now, exactly once
+        // (a job that came back meanwhile is in `last_seen` again and is kept).
+        if !self.last_seen.contains(&key) {
+            self.cleanup(&key).await;
+        }
+    }
+
+    async fn cleanup(&self, key: &K) {
+        tracing::info!(job = ?key, "job is gone, cleaning up");
+        self.autoscaler.cleanup(key).await;
+    }
+}
+
+/// Validates, then scales one job. Errors of `scale` were already reported as events by the
+/// autoscaler (see [`crate::AutoscalerError`]), so they are only logged here.
+async fn scale_one<K, Ctx>(
+    ctx: &Ctx,
+    autoscaler: &dyn JobAutoScaler<K, Ctx>,
+    events: &dyn AutoScalerEventHandler<K, Ctx>,
+    validator: Option<&ValidatorFn<Ctx>>,
+    event_interval: Duration,
+) where
+    Ctx: JobAutoScalerContext<K>,
+{
+    if let Some(Err(message)) = validator.map(|validate| validate(ctx)) {
+        tracing::warn!("autoscaler options do not validate, not scaling: {message}");
+        events
+            .handle_event(
+                ctx,
+                EventType::Warning,
+                VALIDATION_REASON,
+                &message,
+                None,
+                Some(event_interval),
+            )
+            .await;
+        return;
+    }
+    if let Err(e) = autoscaler.scale(ctx).await {
+        tracing::warn!(error = %e, "scaling failed");
+    }
+}
+
+fn panic_message(e: JoinError) -> String {
+    if e.is_cancelled() {
+        return "scaling task was cancelled".to_owned();
+    }
+    let payload = e.into_panic();
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic payload".to_owned());
+    format!("scaling panicked: {text}")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly on a poisoned lock or a bad fixture
+mod tests {
+    use super::*;
+    use crate::autoscaler::AutoscalerError;
+    use crate::context::BasicJobContext;
+    use async_trait::async_trait;
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use tokio::time::Instant;
+
+    type Ctx = BasicJobContext<String>;
+
+    fn ctx(key: &str) -> Ctx {
+        BasicJobContext::new(key.to_owned(), Configuration::new(), ())
+    }
+
+    /// Returns the current job list, or the next scripted failure if one is queued for that fetch.
+    #[derive(Default)]
+    struct ScriptedFetcher {
+        jobs: Mutex<Vec<String>>,
+        /// Fetch numbers (1-based) that fail.
+        failing_fetches: Mutex<HashSet<usize>>,
+        fetches: Mutex<usize>,
+    }
+
+    impl ScriptedFetcher {
+        fn with_jobs(jobs: &[&str]) -> Arc<Self> {
+            let f = Self::default();
+            f.set_jobs(jobs);
+            Arc::new(f)
+        }
+        fn set_jobs(&self, jobs: &[&str]) {
+            *self.jobs.lock().unwrap() = jobs.iter().map(|s| (*s).to_owned()).collect();
+        }
+        fn fetches(&self) -> usize {
+            *self.fetches.lock().unwrap()
+        }
+    }
+
+    #[async_trait]
+    impl JobListFetcher<String, Ctx> for ScriptedFetcher {
+        async fn fetch(&self, _base: &Configuration) -> Result<Vec<Ctx>, FetchError> {
+            let n = {
+                let mut fetches = self.fetches.lock().unwrap();
+                *fetches += 1;
+                *fetches
+            };
+            if self.failing_fetches.lock().unwrap().contains(&n) {
+                return Err(FetchError::Failed(format!("fetch {n} refused")));
+            }
+            Ok(self.jobs.lock().unwrap().iter().map(|k| ctx(k)).collect())
+        }
+    }
+
+    /// What happened to the jobs, with (paused-clock) times relative to the test's start.
+    #[derive(Debug, Default)]
+    struct Record {
+        scale_starts: BTreeMap<String, Vec<Duration>>,
+        scale_ends: BTreeMap<String, Vec<Duration>>,
+        cleanups: BTreeMap<String, Vec<Duration>>,
+        running: BTreeMap<String, usize>,
+        max_running_per_job: usize,
+        running_total: usize,
+        max_running_total: usize,
+    }
+
+    /// Scales by sleeping `durations[key]` (default 10 ms); can fail or panic for chosen keys.
+    struct RecordingScaler {
+        start: Instant,
+        durations: HashMap<String, Duration>,
+        failing: HashSet<String>,
+        panicking: HashSet<String>,
+        record: Mutex<Record>,
+    }
+
+    impl RecordingScaler {
+        fn new(durations: &[(&str, Duration)]) -> Self {
+            Self {
+                start: Instant::now(),
+                durations: durations.iter().map(|(k, d)| ((*k).to_owned(), *d)).collect(),
+                failing: HashSet::new(),
+                panicking: HashSet::new(),
+                record: Mutex::new(Record::default()),
+            }
+        }
+        fn scales(&self, key: &str) -> usize {
+            self.record.lock().unwrap().scale_ends.get(key).map_or(0, Vec::len)
+        }
+        fn cleanups(&self, key: &str) -> Vec<Duration> {
+            self.record
+                .lock()
+                .unwrap()
+                .cleanups
+                .get(key)
+                .cloned()
+                .unwrap_or_default()
+        }
+    }
+
+    #[async_trait]
+    impl JobAutoScaler<String, Ctx> for RecordingScaler {
+        async fn scale(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
+            let key = ctx.job_key.clone();
+            {
+                let mut r = self.record.lock().unwrap();
+                r.scale_starts
+                    .entry(key.clone())
+                    .or_default()
+                    .push(self.start.elapsed());
+                let running = r.running.entry(key.clone()).or_default();
+                *running += 1;
+                let running = *running;
+                r.max_running_per_job = r.max_running_per_job.max(running);
+                r.running_total += 1;
+                r.max_running_total = r.max_running_total.max(r.running_total);
+            }
+            let duration = self.durations.get(&key).copied().unwrap_or(Duration::from_millis(10));
+            tokio::time::sleep(duration).await;
+            {
+                let mut r = self.record.lock().unwrap();
+                *r.running.entry(key.clone()).or_default() -= 1;
+                r.running_total -= 1;
+                r.scale_ends.entry(key.clone()).or_default().push(self.start.elapsed());
+            }
+            if self.panicking.contains(&key) {
+                panic!("scaler bug for {key}");
+            }
+            if self.failing.contains(&key) {
+                return Err(AutoscalerError::Cycle {
+                    step: "collect",
+                    message: format!("{key} unreachable"),
+                });
+            }
+            Ok(())
+        }
+
+        async fn cleanup(&self, key: &String) {
+            let mut r = self.record.lock().unwrap();
+            r.cleanups.entry(key.clone()).or_default().push(self.start.elapsed());
+        }
+    }
+
+    /// (job, type, reason, message, dedup interval)
+    type SeenEvent = (String, EventType, String, String, Option<Duration>);
+
+    #[derive(Default)]
+    struct CollectingEvents {
+        events: Mutex<Vec<SeenEvent>>,
+    }
+
+    impl CollectingEvents {
+        fn events(&self) -> Vec<SeenEvent> {
+            self.events.lock().unwrap().clone()
+        }
+    }
+
+    #[async_trait]
+    impl AutoScalerEventHandler<String, Ctx> for CollectingEvents {
+        async fn handle_event(
+            &self,
+            ctx: &Ctx,
+            event_type: EventType,
+            reason: &str,
+            message: &str,
+            _message_key: Option<&str>,
+            interval: Option<Duration>,
+        ) {
+            self.events.lock().unwrap().push((
+                ctx.job_key.clone(),
+                event_type,
+                reason.to_owned(),
+                message.to_owned(),
+                interval,
+            ));
+        }
+    }
+
+    fn options(interval_ms: u64, parallelism: usize) -> ControlLoopOptions {
+        ControlLoopOptions {
+            interval: Duration::from_millis(interval_ms),
+            parallelism: NonZeroUsize::new(parallelism).unwrap(),
+            scaling_event_interval: Duration::from_secs(1800),
+        }
+    }
+
+    fn control_loop(
+        fetcher: &Arc<ScriptedFetcher>,
+        scaler: &Arc<RecordingScaler>,
+        events: &Arc<CollectingEvents>,
+        options: ControlLoopOptions,
+    ) -> StandaloneAutoscaler<String, Ctx> {
+        StandaloneAutoscaler::new(
+            Arc::clone(fetcher) as Arc<dyn JobListFetcher<String, Ctx>>,
+            Arc::clone(scaler) as Arc<dyn JobAutoScaler<String, Ctx>>,
+            Arc::clone(events) as Arc<dyn AutoScalerEventHandler<String, Ctx>>,
+            options,
+        )
+    }
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_job_does_not_block_the_others() {
+        // Interval 1 s, 2 permits. "slow" takes 10 s, holding one permit; "b" and "c" (10 ms)
+        // share the other. Cycles start at 0, 1, ..., 5 s; shutdown at 5.5 s.
+        let fetcher = ScriptedFetcher::with_jobs(&["slow", "b", "c"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("slow", secs(10.0))]));
+        let events = Arc::new(CollectingEvents::default());
+        let start = Instant::now();
+        control_loop(&fetcher, &scaler, &events, options(1000, 2))
+            .run(tokio::time::sleep(secs(5.5)))
+            .await;
+
+        assert_eq!(fetcher.fetches(), 6);
+        assert_eq!(scaler.scales("b"), 6, "a fast job is scaled in every cycle");
+        assert_eq!(scaler.scales("c"), 6);
+        assert_eq!(scaler.scales("slow"), 1, "skipped while in flight");
+        // The run waited for the slow scale dispatched at 0 s before returning.
+        assert_eq!(start.elapsed(), secs(10.0));
+        assert!(scaler.record.lock().unwrap().max_running_total <= 2);
+        assert!(events.events().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_is_never_scaled_twice_at_the_same_time() {
+        // One job taking 2.5 s, interval 1 s: scales start at 0, 3, 6, 9 s (cycles at 1, 2, 4, 5,
+        // 7, 8 s find it in flight); shutdown at 10 s lets the one started at 9 s finish at 11.5 s.
+        let fetcher = ScriptedFetcher::with_jobs(&["job"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("job", secs(2.5))]));
+        let events = Arc::new(CollectingEvents::default());
+        control_loop(&fetcher, &scaler, &events, options(1000, 4))
+            .run(tokio::time::sleep(secs(10.0)))
+            .await;
+
+        let r = scaler.record.lock().unwrap();
+        assert_eq!(r.max_running_per_job, 1);
+        assert_eq!(r.scale_starts["job"], vec![secs(0.0), secs(3.0), secs(6.0), secs(9.0)]);
+        assert_eq!(r.scale_ends["job"], vec![secs(2.5), secs(5.5), secs(8.5), secs(11.5)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_most_parallelism_jobs_are_scaled_at_once() {
+        // 5 jobs of 1 s each on 2 permits: 2 + 2 + 1, all done after 3 s.
+        let fetcher = ScriptedFetcher::with_jobs(&["a", "b", "c", "d", "e"]);
+        let one_second: Vec<(&str, Duration)> = ["a", "b", "c", "d", "e"].map(|k| (k, secs(1.0))).to_vec();
+        let scaler = Arc::new(RecordingScaler::new(&one_second));
+        let events = Arc::new(CollectingEvents::default());
+        let mut control_loop = control_loop(&fetcher, &scaler, &events, options(60_000, 2));
+        let start = Instant::now();
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.dispatched.len(), 5);
+        control_loop.wait_idle().await;
+        assert_eq!(start.elapsed(), secs(3.0));
+        assert_eq!(scaler.record.lock().unwrap().max_running_total, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_vanished_job_is_cleaned_up_exactly_once() {
+        let fetcher = ScriptedFetcher::with_jobs(&[]);
+        let scaler = Arc::new(RecordingScaler::new(&[]));
+        let events = Arc::new(CollectingEvents::default());
+        let mut control_loop = control_loop(&fetcher, &scaler, &events, options(1000, 4));
+
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report, CycleReport::default());
+
+        fetcher.set_jobs(&["j1", "j2"]);
+        for round in 1..=2 {
+            let report = control_loop.run_cycle().await.unwrap();
+            assert_eq!(report.dispatched, vec!["j1".to_owned(), "j2".to_owned()]);
+            control_loop.wait_idle().await;
+            assert_eq!((scaler.scales("j1"), scaler.scales("j2")), (round, round));
+        }
+
+        fetcher.set_jobs(&["j2"]);
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.cleaned_up, vec!["j1".to_owned()]);
+        control_loop.wait_idle().await;
+        let report = control_loop.run_cycle().await.unwrap();
+        assert!(report.cleaned_up.is_empty());
+        control_loop.wait_idle().await;
+
+        assert_eq!((scaler.scales("j1"), scaler.scales("j2")), (2, 4));
+        assert_eq!(scaler.cleanups("j1").len(), 1);
+        assert!(scaler.cleanups("j2").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cleanup_of_a_vanished_job_waits_for_its_scale_in_flight() {
+        let fetcher = ScriptedFetcher::with_jobs(&["j1", "j2"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("j1", secs(10.0))]));
+        let events = Arc::new(CollectingEvents::default());
+        let mut control_loop = control_loop(&fetcher, &scaler, &events, options(1000, 4));
+
+        control_loop.run_cycle().await.unwrap();
+        tokio::time::sleep(secs(1.0)).await;
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.skipped_in_flight, vec!["j1".to_owned()]);
+
+        // j1 disappears at 1 s while its scale runs until 10 s.
+        fetcher.set_jobs(&["j2"]);
+        tokio::time::sleep(secs(1.0)).await;
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.cleanup_deferred, vec!["j1".to_owned()]);
+        assert!(report.cleaned_up.is_empty());
+        tokio::time::sleep(secs(1.0)).await;
+        let report = control_loop.run_cycle().await.unwrap();
+        assert!(report.cleanup_deferred.is_empty(), "only reported once");
+        assert!(scaler.cleanups("j1").is_empty());
+
+        control_loop.wait_idle().await;
+        assert_eq!(scaler.cleanups("j1"), vec![secs(10.0)], "right after the scale ended");
+        assert_eq!(scaler.scales("j1"), 1);
+        assert!(scaler.cleanups("j2").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_back_in_the_list_before_its_scale_ends_is_not_cleaned_up() {
+        let fetcher = ScriptedFetcher::with_jobs(&["j1"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("j1", secs(5.0))]));
+        let events = Arc::new(CollectingEvents::default());
+        let mut control_loop = control_loop(&fetcher, &scaler, &events, options(1000, 4));
+
+        control_loop.run_cycle().await.unwrap();
+        fetcher.set_jobs(&[]);
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.cleanup_deferred, vec!["j1".to_owned()]);
+        fetcher.set_jobs(&["j1"]);
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.skipped_in_flight, vec!["j1".to_owned()]);
+
+        control_loop.wait_idle().await;
+        assert!(scaler.cleanups("j1").is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_fetch_skips_one_cycle_and_the_loop_goes_on() {
+        // Cycles at 0..=4 s; fetches 2 and 3 fail. A failed fetch must not clean anything up.
+        let fetcher = ScriptedFetcher::with_jobs(&["job"]);
+        fetcher.failing_fetches.lock().unwrap().extend([2, 3]);
+        let scaler = Arc::new(RecordingScaler::new(&[]));
+        let events = Arc::new(CollectingEvents::default());
+        control_loop(&fetcher, &scaler, &events, options(1000, 4))
+            .run(tokio::time::sleep(secs(4.5)))
+            .await;
+
+        assert_eq!(fetcher.fetches(), 5);
+        let r = scaler.record.lock().unwrap();
+        assert_eq!(r.scale_starts["job"], vec![secs(0.0), secs(3.0), secs(4.0)]);
+        assert!(r.cleanups.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_stops_the_loop_after_the_scales_in_flight() {
+        // Shutdown at 0.5 s: no second cycle, but the scale started at 0 s runs to its end at 3 s.
+        let fetcher = ScriptedFetcher::with_jobs(&["job"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("job", secs(3.0))]));
+        let events = Arc::new(CollectingEvents::default());
+        let start = Instant::now();
+        control_loop(&fetcher, &scaler, &events, options(1000, 4))
+            .run(tokio::time::sleep(secs(0.5)))
+            .await;
+
+        assert_eq!(start.elapsed(), secs(3.0));
+        assert_eq!(fetcher.fetches(), 1);
+        assert_eq!(scaler.record.lock().unwrap().scale_ends["job"], vec![secs(3.0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_runs_a_cleanup_deferred_behind_a_scale_in_flight() {
+        let fetcher = ScriptedFetcher::with_jobs(&["job"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("job", secs(3.0))]));
+        let events = Arc::new(CollectingEvents::default());
+        let shutdown = {
+            let fetcher = Arc::clone(&fetcher);
+            async move {
+                // The job vanishes before the 1 s cycle; shutdown comes at 1.5 s.
+                tokio::time::sleep(secs(0.5)).await;
+                fetcher.set_jobs(&[]);
+                tokio::time::sleep(secs(1.0)).await;
+            }
+        };
+        control_loop(&fetcher, &scaler, &events, options(1000, 4))
+            .run(shutdown)
+            .await;
+        assert_eq!(fetcher.fetches(), 2);
+        assert_eq!(scaler.cleanups("job"), vec![secs(3.0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failing_and_panicking_jobs_do_not_affect_the_others() {
+        let fetcher = ScriptedFetcher::with_jobs(&["fails", "panics", "fine"]);
+        let mut scaler = RecordingScaler::new(&[]);
+        scaler.failing.insert("fails".to_owned());
+        scaler.panicking.insert("panics".to_owned());
+        let scaler = Arc::new(scaler);
+        let events = Arc::new(CollectingEvents::default());
+        control_loop(&fetcher, &scaler, &events, options(1000, 1))
+            .run(tokio::time::sleep(secs(2.5)))
+            .await;
+
+        // Cycles at 0, 1, 2 s: every job is tried in every cycle.
+        for key in ["fails", "panics", "fine"] {
+            assert_eq!(scaler.scales(key), 3, "{key}");
+        }
+        // A returned error was reported by the autoscaler itself; a panic is reported here.
+        let events = events.events();
+        assert_eq!(events.len(), 3);
+        for (key, event_type, reason, message, interval) in events {
+            assert_eq!(
+                (key.as_str(), event_type, reason.as_str(), interval),
+                ("panics", EventType::Warning, AUTOSCALER_ERROR_REASON, None)
+            );
+            assert!(message.contains("scaler bug for panics"), "{message}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_failing_validation_gets_one_warning_and_is_not_scaled() {
+        let fetcher = ScriptedFetcher::with_jobs(&["bad", "good"]);
+        let scaler = Arc::new(RecordingScaler::new(&[]));
+        let events = Arc::new(CollectingEvents::default());
+        let mut control_loop =
+            control_loop(&fetcher, &scaler, &events, options(1000, 4)).with_validator(|ctx: &Ctx| {
+                if ctx.job_key == "bad" {
+                    Err("job.autoscaler.utilization.target must be in (0, 1]".to_owned())
+                } else {
+                    Ok(())
+                }
+            });
+        let report = control_loop.run_cycle().await.unwrap();
+        control_loop.wait_idle().await;
+
+        assert_eq!(report.dispatched.len(), 2);
+        assert_eq!((scaler.scales("bad"), scaler.scales("good")), (0, 1));
+        assert_eq!(
+            events.events(),
+            vec![(
+                "bad".to_owned(),
+                EventType::Warning,
+                VALIDATION_REASON.to_owned(),
+                "job.autoscaler.utilization.target must be in (0, 1]".to_owned(),
+                Some(Duration::from_secs(1800)),
+            )]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scale_queued_for_a_permit_counts_as_in_flight() {
+        // One permit held 5 s by "a"; "b" waits for it, so the 1 s cycle skips both.
+        let fetcher = ScriptedFetcher::with_jobs(&["a", "b"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("a", secs(5.0))]));
+        let events = Arc::new(CollectingEvents::default());
+        let mut control_loop = control_loop(&fetcher, &scaler, &events, options(1000, 1));
+        control_loop.run_cycle().await.unwrap();
+        tokio::time::sleep(secs(1.0)).await;
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.skipped_in_flight, vec!["a".to_owned(), "b".to_owned()]);
+        control_loop.wait_idle().await;
+        assert_eq!(scaler.record.lock().unwrap().scale_starts["b"], vec![secs(5.0)]);
+    }
+
+    #[test]
+    fn options_default_to_the_reference_values() {
+        let options = ControlLoopOptions::from_configuration(&Configuration::new()).unwrap();
+        assert_eq!(options.interval, secs(10.0));
+        assert_eq!(options.parallelism.get(), 100);
+        assert_eq!(options.scaling_event_interval, secs(1800.0));
+    }
+
+    #[test]
+    fn options_read_the_standalone_keys() {
+        let conf = Configuration::from_iter([
+            ("autoscaler.standalone.control-loop.interval", "1 min"),
+            ("autoscaler.standalone.control-loop.parallelism", "3"),
+            ("job.autoscaler.scaling.event.interval", "500"),
+        ]);
+        let options = ControlLoopOptions::from_configuration(&conf).unwrap();
+        assert_eq!(options.interval, secs(60.0));
+        assert_eq!(options.parallelism.get(), 3);
+        assert_eq!(options.scaling_event_interval, Duration::from_millis(500));
+
+        // The deprecated key counts, the new one wins.
+        let old = Configuration::from_iter([("scalingInterval", "20s")]);
+        assert_eq!(
+            ControlLoopOptions::from_configuration(&old).unwrap().interval,
+            secs(20.0)
+        );
+        let both = Configuration::from_iter([("scalingInterval", "20s"), (CONTROL_LOOP_INTERVAL_KEY, "2s")]);
+        assert_eq!(
+            ControlLoopOptions::from_configuration(&both).unwrap().interval,
+            secs(2.0)
+        );
+    }
+
+    #[test]
+    fn bad_option_values_name_the_key_and_value() {
+        let zero = Configuration::from_iter([(CONTROL_LOOP_PARALLELISM_KEY, "0")]);
+        let err = ControlLoopOptions::from_configuration(&zero).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("\"0\" for autoscaler.standalone.control-loop.parallelism"),
+            "{err}"
+        );
+        let fortnight = Configuration::from_iter([(CONTROL_LOOP_INTERVAL_KEY, "2 fortnights")]);
+        let err = ControlLoopOptions::from_configuration(&fortnight).unwrap_err();
+        assert!(err.to_string().contains("2 fortnights"), "{err}");
+    }
+
+    #[test]
+    fn flink_durations_parse_with_and_without_units() {
+        assert_eq!(parse_flink_duration("250"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_flink_duration(" 10 s "), Some(secs(10.0)));
+        assert_eq!(parse_flink_duration("2h"), Some(secs(7200.0)));
+        assert_eq!(parse_flink_duration("15 min"), Some(secs(900.0)));
+        assert_eq!(parse_flink_duration("7us"), Some(Duration::from_micros(7)));
+        assert_eq!(parse_flink_duration("s"), None);
+        assert_eq!(parse_flink_duration("-1 s"), None);
+        assert_eq!(parse_flink_duration("99999999999999 d"), None);
+    }
+}
