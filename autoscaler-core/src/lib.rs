@@ -14,6 +14,7 @@ pub mod event_logging;
 pub mod options;
 pub mod realizer;
 pub mod standalone;
+pub mod scaling;
 pub mod state;
 
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};

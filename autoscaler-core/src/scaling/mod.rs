@@ -1,0 +1,226 @@
+//! The decision stage: from evaluated metrics to new vertex parallelisms.
+//!
+//! Everything here is pure and synchronous: no I/O, no async, no clock. The cycle's instant, the
+//! loaded (trimmed) scaling history and the restart time come in as data through
+//! [`DecisionInput`]; the only state that is mutated is the job's [`DelayedScaleDown`], which the
+//! caller loads before and persists after [`decide`] when its `updated` flag is set.
+//!
+//! The stage follows the reference's `ScalingExecutor.scaleResource` (anchor §2.7) with
+//! `JobVertexScaler` (§2.4), `ParallelismAligner` (§2.5) and `DelayedScaleDown` (§2.6); the
+//! history helpers follow `ScalingHistoryUtils` and `ScalingTracking` (§2.8). Both the async
+//! `JobAutoScalerImpl` and the `flink-autoscaler replay` tool call it.
+//!
+//! ```
+//! use autoscaler_core::scaling::{DecisionInput, DecisionOutcome, NoChangeReason, decide};
+//! use autoscaler_core::{AutoScalerOptions, DelayedScaleDown, ScalingHistory};
+//! use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexSpec};
+//! use std::time::Duration;
+//!
+//! let topology = JobTopology::new(vec![VertexSpec::new("src", 2, 128)], vec![]).unwrap();
+//! let options = AutoScalerOptions::default();
+//! let input = DecisionInput {
+//!     now: chrono::DateTime::UNIX_EPOCH,
+//!     topology: &topology,
+//!     evaluated: &EvaluatedMetrics::default(),
+//!     scaling_history: &ScalingHistory::new(),
+//!     restart_time: Duration::from_secs(300),
+//!     options: &options,
+//!     in_excluded_period: false,
+//!     task_manager_cpu: None,
+//!     task_manager_memory: None,
+//! };
+//! let decision = decide(&input, &mut DelayedScaleDown::default());
+//! assert_eq!(decision.outcome, DecisionOutcome::NoChange(NoChangeReason::AtTarget));
+//! assert_eq!(decision.parallelism["src"], 2);
+//! ```
+
+mod alignment;
+mod capacity;
+mod delayed_scale_down;
+mod executor;
+mod history;
+mod java_format;
+mod report;
+mod vertex_scaler;
+
+pub use alignment::{AlignmentContext, AlignmentResult, align};
+pub use executor::{apply_to_evaluated, decide};
+pub use history::{
+    max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,
+    trim_scaling_history, trim_scaling_tracking,
+};
+pub use java_format::{java_double_to_string, java_list_to_string};
+
+use crate::event::EventType;
+use crate::options::AutoScalerOptions;
+use crate::state::{ScalingHistory, ScalingSummary};
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId};
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+/// An event the decision stage wants emitted, with the reference's dedup identity.
+///
+/// Hand it to [`AutoScalerEventHandler::handle_event`](crate::AutoScalerEventHandler::handle_event)
+/// as is; a [`scaling report`](CycleEvent::report_header) may instead be routed to
+/// `handle_scaling_event` with [`Decision::summaries`] so that handlers which deduplicate reports by
+/// their parallelism hash (the reference's JDBC and Kubernetes handlers) can do so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleEvent {
+    /// Normal or Warning.
+    pub event_type: EventType,
+    /// The reference's reason (`ScalingReport`, `MemoryPressure`, `IneffectiveScaling`, ...).
+    pub reason: String,
+    /// The full message.
+    pub message: String,
+    /// The reference's message key, `None` when it passes none.
+    pub message_key: Option<String>,
+    /// The dedup interval (`scaling.event.interval`), `None` = never deduplicate.
+    pub interval: Option<Duration>,
+    /// For a `ScalingReport`: the header the report was built from (the message is the header
+    /// followed by one entry per summary); `None` for every other event.
+    pub report_header: Option<String>,
+}
+
+/// Everything one decision needs, computed by the caller for the cycle at `now`.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionInput<'a> {
+    /// The cycle's instant (the reference's `cycleState.now` and the vertex scaler's clock).
+    pub now: DateTime<Utc>,
+    /// The job graph (inputs' ship strategies, finished flags, slot sharing groups, parallelism).
+    pub topology: &'a JobTopology,
+    /// Evaluated metrics; only these vertices are considered for scaling.
+    pub evaluated: &'a EvaluatedMetrics,
+    /// The scaling history, already trimmed ([`trim_scaling_history`]).
+    pub scaling_history: &'a ScalingHistory,
+    /// The restart time ([`max_restart_time_or_default`]); used in whole seconds.
+    pub restart_time: Duration,
+    /// The job's options.
+    pub options: &'a AutoScalerOptions,
+    /// Whether `now` lies in one of `options.excluded_periods` (the caller evaluates them).
+    pub in_excluded_period: bool,
+    /// TaskManager CPU as the context reports it; `None` = unknown (counts as 0 in the quota check).
+    pub task_manager_cpu: Option<f64>,
+    /// TaskManager process memory in bytes (`taskmanager.memory.process.size` wins over the
+    /// context's value; the caller resolves that); `None` = unknown (counts as 0).
+    pub task_manager_memory: Option<u64>,
+}
+
+/// Why a decision changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoChangeReason {
+    /// No vertex has a target different from its current parallelism.
+    AtTarget,
+    /// Some vertex would change, but none of the changing vertices is outside its utilization bound.
+    WithinBounds,
+}
+
+/// Why a decision that wanted to change parallelisms is not executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockReason {
+    /// GC pressure or heap usage above its threshold (checked before any vertex).
+    MemoryPressure,
+    /// `scaling.enabled` is false (recommend only).
+    ScalingDisabled,
+    /// `now` lies in an excluded period.
+    ExcludedPeriod,
+    /// `quota.cpu` or `quota.memory` would be exceeded.
+    ResourceQuota,
+}
+
+/// The result of one decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionOutcome {
+    /// The summaries are to be applied.
+    Scale,
+    /// Nothing to apply.
+    NoChange(NoChangeReason),
+    /// Changes were recommended (or memory is under pressure) but not executed.
+    Blocked(BlockReason),
+}
+
+impl DecisionOutcome {
+    /// The replay format's outcome string: `scale`, `no_change` or `blocked`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Scale => "scale",
+            Self::NoChange(_) => "no_change",
+            Self::Blocked(_) => "blocked",
+        }
+    }
+
+    /// The replay format's reason string, `None` for [`DecisionOutcome::Scale`].
+    pub fn reason(&self) -> Option<&'static str> {
+        match self {
+            Self::Scale => None,
+            Self::NoChange(r) => Some(r.as_str()),
+            Self::Blocked(r) => Some(r.as_str()),
+        }
+    }
+}
+
+impl NoChangeReason {
+    /// The replay format's reason string (`at_target`, `within_bounds`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::AtTarget => "at_target",
+            Self::WithinBounds => "within_bounds",
+        }
+    }
+}
+
+impl BlockReason {
+    /// The replay format's reason string (`memory_pressure`, `scaling_disabled`, `excluded_period`,
+    /// `resource_quota`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::MemoryPressure => "memory_pressure",
+            Self::ScalingDisabled => "scaling_disabled",
+            Self::ExcludedPeriod => "excluded_period",
+            Self::ResourceQuota => "resource_quota",
+        }
+    }
+}
+
+impl fmt::Display for DecisionOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.reason() {
+            Some(reason) => write!(f, "{}/{}", self.as_str(), reason),
+            None => f.write_str(self.as_str()),
+        }
+    }
+}
+
+/// What the vertex-level logic decided for one examined vertex.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VertexDecision {
+    /// Current parallelism (the evaluated `PARALLELISM`).
+    pub current: u32,
+    /// Recommended parallelism; equals `current` when nothing changes, the vertex is excluded, an
+    /// ineffective scale-up is blocked or a scale-down is delayed.
+    pub target: u32,
+    /// The change's outside-utilization-bound flag (false when `target == current`).
+    pub outside_utilization_bound: bool,
+    /// Listed in `vertex.exclude.ids` or finished.
+    pub excluded: bool,
+    /// `EXPECTED_PROCESSING_RATE` set when the computed parallelism differed from current (even if
+    /// the change was then delayed or blocked), NaN otherwise.
+    pub expected_processing_rate: f64,
+}
+
+/// The decision of one cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// What happens.
+    pub outcome: DecisionOutcome,
+    /// Every examined vertex (empty when blocked by memory pressure).
+    pub vertices: BTreeMap<VertexId, VertexDecision>,
+    /// The recommended changes; non-empty iff some changing vertex is outside its utilization
+    /// bound (then also for blocked outcomes, as the reference's report shows them).
+    pub summaries: BTreeMap<VertexId, ScalingSummary>,
+    /// Parallelism of every topology vertex after the cycle (new values only for `Scale`).
+    pub parallelism: BTreeMap<VertexId, u32>,
+    /// Events emitted during the decision, in emission order.
+    pub events: Vec<CycleEvent>,
+}
