@@ -119,7 +119,9 @@ impl MetricSlot for EvaluatedScalingMetric {
 /// A dense, allocation-free map from [`ScalingMetric`] to `T` that remembers which keys are present.
 ///
 /// "Present with NaN" and "absent" are different states, as in the reference's `Map<ScalingMetric, Double>`.
-#[derive(Clone, Copy, PartialEq)]
+/// Two maps are equal when they hold the same metrics with equal values, NaN counting as equal to
+/// NaN (as Java's `Double.equals`).
+#[derive(Clone, Copy)]
 pub struct MetricMap<T: MetricSlot> {
     values: [T; METRIC_COUNT],
     present: u32,
@@ -192,6 +194,24 @@ impl<T: MetricSlot> MetricMap<T> {
     }
 }
 
+/// Java `Double.equals` semantics: NaN equals NaN (absent slots hold NaN, so plain `==` would make
+/// every map with an absent metric unequal to itself).
+fn same_f64(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+impl PartialEq for MetricMap<f64> {
+    fn eq(&self, other: &Self) -> bool {
+        self.present == other.present && self.iter().zip(other.iter()).all(|((_, a), (_, b))| same_f64(a, b))
+    }
+}
+
+impl PartialEq for MetricMap<EvaluatedScalingMetric> {
+    fn eq(&self, other: &Self) -> bool {
+        self.present == other.present && self.iter().zip(other.iter()).all(|((_, a), (_, b))| a == b)
+    }
+}
+
 impl<T: MetricSlot + fmt::Debug> fmt::Debug for MetricMap<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
@@ -216,8 +236,9 @@ pub type EvaluatedVertexMetrics = MetricMap<EvaluatedScalingMetric>;
 
 /// An evaluated metric: the latest value and/or the windowed average. NaN means "not set".
 ///
-/// Serialized as `{"current": n, "average": n}` with non-finite values as strings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// Serialized as `{"current": n, "average": n}` with non-finite values as strings. Equality treats
+/// NaN as equal to NaN, as the reference's `EvaluatedScalingMetric.equals` does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct EvaluatedScalingMetric {
     /// The current (latest) value, NaN when not set.
     #[serde(with = "crate::json_number", default = "nan")]
@@ -229,6 +250,12 @@ pub struct EvaluatedScalingMetric {
 
 fn nan() -> f64 {
     f64::NAN
+}
+
+impl PartialEq for EvaluatedScalingMetric {
+    fn eq(&self, other: &Self) -> bool {
+        same_f64(self.current, other.current) && same_f64(self.average, other.average)
+    }
 }
 
 impl EvaluatedScalingMetric {
@@ -287,6 +314,41 @@ pub fn round_half_up(value: f64, decimals: u32) -> f64 {
     if !value.is_finite() {
         return value;
     }
+    if let Some(rounded) = round_half_up_fast(value, decimals) {
+        return rounded;
+    }
+    round_half_up_by_digits(value, decimals)
+}
+
+/// Allocation-free [`round_half_up`] for the common case: `|value| * 10^decimals` is computed in
+/// binary, and when it is clearly away from a `.5` tie its rounding is the same as that of the
+/// shortest decimal representation (both lie within a few ulps of the exact product). Returns `None`
+/// near a tie or for magnitudes where the product is not exact enough, leaving those to the digit path.
+fn round_half_up_fast(value: f64, decimals: u32) -> Option<f64> {
+    // 10^d is exact in binary up to d = 22; keep the scaled value below 2^52 so that its fraction is exact.
+    const MAX_SCALED: f64 = 4_503_599_627_370_496.0;
+    if decimals > 15 {
+        return None;
+    }
+    let scale = 10f64.powi(decimals as i32);
+    let scaled = value.abs() * scale;
+    if scaled >= MAX_SCALED {
+        return None;
+    }
+    let floor = scaled.floor();
+    let fraction = scaled - floor;
+    // The binary product and the shortest decimal's product differ by at most ~3 ulps of `scaled`.
+    let margin = 16.0 * f64::EPSILON * scaled.max(1.0);
+    if (fraction - 0.5).abs() <= margin {
+        return None;
+    }
+    let units = if fraction > 0.5 { floor + 1.0 } else { floor };
+    // `units` is an exact integer, so this division is the correctly rounded `units e-decimals`.
+    Some((units / scale).copysign(value))
+}
+
+/// [`round_half_up`] on the decimal digits of the shortest representation.
+fn round_half_up_by_digits(value: f64, decimals: u32) -> f64 {
     // Rust's `Display` for f64 prints the shortest representation that round-trips, like Java's
     // `Double.toString` digits; rounding the decimal string avoids binary-representation ties.
     let repr = format!("{:e}", value.abs());
@@ -361,6 +423,29 @@ mod tests {
         assert_eq!(round_half_up(1e-7, 3), 0.0);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn fast_rounding_agrees_with_digit_rounding(
+            x in proptest::prop_oneof![-1.0e7..1.0e7f64, -1.0..1.0f64, proptest::num::f64::NORMAL],
+            decimals in 0u32..7,
+        ) {
+            if let Some(fast) = round_half_up_fast(x, decimals) {
+                proptest::prop_assert_eq!(fast.to_bits(), round_half_up_by_digits(x, decimals).to_bits());
+            }
+        }
+
+        #[test]
+        fn fast_rounding_agrees_near_ties(units in -10_000_000_000i64..10_000_000_000, ulps in -40i64..40) {
+            // Values within a few ulps of a 3-decimal tie `units.5 / 1000`.
+            let tie = (units as f64 + 0.5) / 1000.0;
+            let x = f64::from_bits((tie.to_bits() as i64 + ulps) as u64);
+            if let Some(fast) = round_half_up_fast(x, 3) {
+                proptest::prop_assert_eq!(fast.to_bits(), round_half_up_by_digits(x, 3).to_bits());
+            }
+            proptest::prop_assert_eq!(round_half_up(x, 3).to_bits(), round_half_up_by_digits(x, 3).to_bits());
+        }
+    }
+
     #[test]
     fn metric_map_distinguishes_absent_from_nan() {
         let mut map = MetricValues::new();
@@ -369,6 +454,9 @@ mod tests {
         assert!(map.contains(ScalingMetric::Lag));
         assert!(map.get_or_absent(ScalingMetric::Load).is_nan());
         assert_eq!(map.len(), 1);
+        assert_eq!(map, map, "absent slots do not break equality");
+        assert_eq!(EvaluatedScalingMetric::of(1.0), EvaluatedScalingMetric::of(1.0));
+        assert_ne!(EvaluatedScalingMetric::of(1.0), EvaluatedScalingMetric::avg(1.0));
         assert!(map.remove(ScalingMetric::Lag).is_some());
         assert!(map.is_empty());
     }
