@@ -237,8 +237,17 @@ proptest! {
             // The max parallelism wins over the min-parallelism limit (anchor §2.4 step 7).
             let lower = current.min(i64::from(job.vertex_min)).min(upper);
             let target = i64::from(detail.target);
-            prop_assert!(target >= lower && target <= upper, "{} outside [{}, {}]", target, lower, upper);
-            prop_assert!(detail.target <= v.max_parallelism);
+            let legacy = matches!(job.alignment, AlignmentMode::LegacyEvenlySpread | AlignmentMode::LegacyMaximizeUtilisation);
+            if legacy {
+                // The reference's legacy fallback lifts its candidate to the min-parallelism limit,
+                // which can exceed a smaller max parallelism (min-parallelism 3, max parallelism 2
+                // gives 3); only the limits themselves bound it.
+                let raw_lower = current.min(i64::from(job.vertex_min));
+                prop_assert!(target >= lower && target <= upper.max(raw_lower), "{} outside limits", target);
+            } else {
+                prop_assert!(target >= lower && target <= upper, "{} outside [{}, {}]", target, lower, upper);
+                prop_assert!(detail.target <= v.max_parallelism);
+            }
         }
         for (vertex, p) in &decision.parallelism {
             let summary = decision.summaries.get(vertex);

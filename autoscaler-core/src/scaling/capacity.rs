@@ -44,17 +44,19 @@ pub(crate) fn target_processing_capacity(
     java_math_round(catch_up_rate + restart_allowance + target_rate / utilization)
 }
 
-/// Java's `Math.round(double)` returned as a double: floor(x + 0.5), NaN stays NaN here (the
-/// callers only compare it), infinities stay infinite.
+/// Java's `Math.round(double)` (a `long`) returned as a double: the nearest integer with ties
+/// towards +infinity, NaN -> 0, saturating at the `long` range (so +Inf gives 2^63 - 1).
 pub(crate) fn java_math_round(x: f64) -> f64 {
-    if !x.is_finite() {
-        return x;
+    if x.is_nan() {
+        return 0.0;
     }
-    // Math.round saturates to the long range; beyond 2^52 every double is already an integer.
-    if x.abs() >= 4_503_599_627_370_496.0 {
-        return x;
+    // `as` saturates exactly like the Java conversion at the long range.
+    if x >= i64::MAX as f64 || x <= i64::MIN as f64 {
+        return (x as i64) as f64;
     }
-    (x + 0.5).floor()
+    // `x - floor(x)` is exact, unlike `x + 0.5` (0.49999999999999994 must round to 0).
+    let floor = x.floor();
+    if x - floor >= 0.5 { floor + 1.0 } else { floor }
 }
 
 #[cfg(test)]
@@ -104,5 +106,10 @@ mod tests {
         assert_eq!(java_math_round(2.5), 3.0);
         assert_eq!(java_math_round(-2.5), -2.0);
         assert_eq!(java_math_round(2.4999), 2.0);
+        assert_eq!(java_math_round(0.499_999_999_999_999_94), 0.0);
+        assert_eq!(java_math_round(4_503_599_627_370_497.0), 4_503_599_627_370_497.0);
+        assert_eq!(java_math_round(f64::NAN), 0.0);
+        assert_eq!(java_math_round(f64::INFINITY), i64::MAX as f64);
+        assert_eq!(java_math_round(f64::NEG_INFINITY), i64::MIN as f64);
     }
 }

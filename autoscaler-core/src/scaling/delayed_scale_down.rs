@@ -80,7 +80,7 @@ pub(crate) fn instant_before(now: DateTime<Utc>, duration: Duration) -> DateTime
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
-/// The reference's `applyScaleDownInterval`: a zero interval scales down at once; otherwise the
+/// The reference's `applyScaleDownInterval`: an interval under 1 ms scales down at once; otherwise the
 /// recommendation is recorded and nothing happens until the interval since the first trigger has
 /// passed, after which the maximum recommendation within the last interval is used.
 pub(crate) fn apply_scale_down_interval(
@@ -90,7 +90,8 @@ pub(crate) fn apply_scale_down_interval(
     now: DateTime<Utc>,
     change: ParallelismChange,
 ) -> ParallelismChange {
-    if interval.is_zero() {
+    // The reference disables the delay below one whole millisecond (`toMillis() <= 0`).
+    if interval.as_millis() == 0 {
         return change;
     }
     let window_start = instant_before(now, interval);
