@@ -1,0 +1,764 @@
+//! One conformance suite for every state store: memory, SQLite, PostgreSQL and MySQL/MariaDB.
+//!
+//! PostgreSQL and MySQL run when `AUTOSCALER_TEST_POSTGRES_URL` / `AUTOSCALER_TEST_MYSQL_URL` are set
+//! (else they print why and pass); each test gets its own schema / database.
+
+#![allow(missing_docs, clippy::unwrap_used)]
+
+mod common;
+
+use autoscaler_core::state::{
+    AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking,
+    StateError,
+};
+use autoscaler_core::{AutoScalerEventHandler, EventType};
+use autoscaler_metrics::MetricHistory;
+use autoscaler_state::{AnyEventHandler, AnyStateStore, STATE_FLUSH_FAILED_REASON, StoreOptions, flush_or_warn};
+use common::{Ctx, Kind, Sample, TestDb, ctx, json, sample};
+use std::time::Duration;
+
+async fn open(db: &TestDb) -> AnyStateStore {
+    AnyStateStore::open(&db.url).await.unwrap()
+}
+
+/// A second store on the same database: what a restarted process sees. For memory, a fresh store.
+async fn reopen(db: &TestDb) -> AnyStateStore {
+    open(db).await
+}
+
+async fn store_all(store: &AnyStateStore, c: &Ctx, s: &Sample) {
+    store.store_scaling_history(c, &s.history).await.unwrap();
+    store.store_scaling_tracking(c, &s.tracking).await.unwrap();
+    store.store_collected_metrics(c, &s.metrics).await.unwrap();
+    store.store_evaluated_metrics(c, &s.evaluated).await.unwrap();
+    store.store_parallelism_overrides(c, &s.overrides).await.unwrap();
+    store.store_config_changes(c, &s.changes).await.unwrap();
+    store.store_delayed_scale_down(c, &s.delayed).await.unwrap();
+}
+
+async fn assert_all(store: &AnyStateStore, c: &Ctx, s: &Sample) {
+    let key = &c.job_key;
+    assert_eq!(
+        json(&store.get_scaling_history(c).await.unwrap()),
+        json(&s.history),
+        "{key}"
+    );
+    assert_eq!(store.get_scaling_tracking(c).await.unwrap(), s.tracking, "{key}");
+    assert_eq!(
+        json(&store.get_collected_metrics(c).await.unwrap()),
+        json(&s.metrics),
+        "{key}"
+    );
+    assert_eq!(
+        json(&store.get_evaluated_metrics(c).await.unwrap()),
+        json(&Some(&s.evaluated)),
+        "{key}"
+    );
+    assert_eq!(store.get_parallelism_overrides(c).await.unwrap(), s.overrides, "{key}");
+    assert_eq!(store.get_config_changes(c).await.unwrap(), s.changes, "{key}");
+    assert_eq!(store.get_delayed_scale_down(c).await.unwrap(), s.delayed, "{key}");
+}
+
+async fn assert_empty(store: &AnyStateStore, c: &Ctx) {
+    assert_eq!(store.get_scaling_history(c).await.unwrap(), ScalingHistory::new());
+    assert_eq!(store.get_scaling_tracking(c).await.unwrap(), ScalingTracking::default());
+    assert!(store.get_collected_metrics(c).await.unwrap().is_empty());
+    assert!(store.get_evaluated_metrics(c).await.unwrap().is_none());
+    assert_eq!(
+        store.get_parallelism_overrides(c).await.unwrap(),
+        ParallelismOverrides::new()
+    );
+    assert_eq!(store.get_config_changes(c).await.unwrap(), ConfigChanges::default());
+    assert_eq!(
+        store.get_delayed_scale_down(c).await.unwrap(),
+        DelayedScaleDown::default()
+    );
+}
+
+// Every store/get/remove method round-trips its own state and leaves the others alone.
+async fn every_method_round_trips(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job");
+    assert_empty(&store, &c).await;
+    let s = sample(7);
+    store_all(&store, &c, &s).await;
+    assert_all(&store, &c, &s).await;
+
+    store.remove_scaling_history(&c).await.unwrap();
+    assert!(store.get_scaling_history(&c).await.unwrap().is_empty());
+    store.remove_scaling_tracking(&c).await.unwrap();
+    assert_eq!(
+        store.get_scaling_tracking(&c).await.unwrap(),
+        ScalingTracking::default()
+    );
+    store.remove_collected_metrics(&c).await.unwrap();
+    assert!(store.get_collected_metrics(&c).await.unwrap().is_empty());
+    store.remove_evaluated_metrics(&c).await.unwrap();
+    assert!(store.get_evaluated_metrics(&c).await.unwrap().is_none());
+    store.remove_parallelism_overrides(&c).await.unwrap();
+    assert!(store.get_parallelism_overrides(&c).await.unwrap().is_empty());
+    store.remove_config_changes(&c).await.unwrap();
+    assert_eq!(store.get_config_changes(&c).await.unwrap(), ConfigChanges::default());
+    // Removing what is absent is fine.
+    store.remove_config_changes(&c).await.unwrap();
+    // The last one standing is untouched by the removals of the others.
+    assert_eq!(store.get_delayed_scale_down(&c).await.unwrap(), s.delayed);
+    store.remove_delayed_scale_down(&c).await.unwrap();
+    assert_empty(&store, &c).await;
+}
+per_backend!(every_method_round_trips);
+
+// Writes are buffered: another process sees nothing until flush, then everything; updates and
+// removals likewise reach the database only on flush (reference testCaching).
+async fn writes_reach_the_database_only_on_flush(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job-a");
+    store_all(&store, &c, &sample(1)).await;
+    if db.persistent() {
+        assert_empty(&reopen(db).await, &c).await;
+    }
+    store.flush(&c).await.unwrap();
+    assert_all(&store, &c, &sample(1)).await;
+    if !db.persistent() {
+        return;
+    }
+    assert_all(&reopen(db).await, &c, &sample(1)).await;
+
+    store_all(&store, &c, &sample(2)).await;
+    store.remove_collected_metrics(&c).await.unwrap();
+    assert_all(&reopen(db).await, &c, &sample(1)).await;
+    store.flush(&c).await.unwrap();
+    let other = reopen(db).await;
+    assert!(other.get_collected_metrics(&c).await.unwrap().is_empty());
+    assert_eq!(other.get_parallelism_overrides(&c).await.unwrap(), sample(2).overrides);
+    assert_eq!(db.state_rows("job-a").await.len(), 6);
+}
+per_backend!(writes_reach_the_database_only_on_flush);
+
+// A flush with nothing changed writes nothing (reference testAvoidUnnecessaryFlushes): the row is
+// byte-for-byte and time-for-time the same.
+async fn flush_without_changes_writes_nothing(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job");
+    store.flush(&c).await.unwrap(); // never touched: nothing to do
+    store.store_config_changes(&c, &sample(1).changes).await.unwrap();
+    store.flush(&c).await.unwrap();
+    if !db.persistent() {
+        return;
+    }
+    db.exec(
+        "UPDATE t_flink_autoscaler_state_store SET state_value = ? WHERE state_type = ?",
+        &[
+            "{\"v\":1,\"state\":{\"overrides\":{},\"removals\":[\"marker\"]}}",
+            "configOverrides",
+        ],
+    )
+    .await;
+    store.flush(&c).await.unwrap();
+    store.clear_all(&c).await.unwrap();
+    store.store_config_changes(&c, &sample(1).changes).await.unwrap();
+    // Cleared and re-put: NEEDS_UPDATE, so this flush does write.
+    store.flush(&c).await.unwrap();
+    let rows = db.state_rows("job").await;
+    assert_eq!(rows.len(), 1);
+    assert!(!rows[0].1.contains("marker"), "{rows:?}");
+
+    db.exec(
+        "UPDATE t_flink_autoscaler_state_store SET state_value = ? WHERE state_type = ?",
+        &[
+            "{\"v\":1,\"state\":{\"overrides\":{},\"removals\":[\"marker\"]}}",
+            "configOverrides",
+        ],
+    )
+    .await;
+    store.flush(&c).await.unwrap();
+    assert!(
+        db.state_rows("job").await[0].1.contains("marker"),
+        "an unchanged job must not be rewritten"
+    );
+}
+per_backend!(flush_without_changes_writes_nothing);
+
+// clear_all removes every state of the job, and only of that job.
+async fn clear_all_removes_every_state_of_the_job(db: &TestDb) {
+    let store = open(db).await;
+    let (a, b) = (ctx("a"), ctx("b"));
+    store_all(&store, &a, &sample(1)).await;
+    store_all(&store, &b, &sample(2)).await;
+    store.flush(&a).await.unwrap();
+    store.flush(&b).await.unwrap();
+    store.clear_all(&a).await.unwrap();
+    assert_empty(&store, &a).await;
+    assert_all(&store, &b, &sample(2)).await;
+    store.flush(&a).await.unwrap();
+    if db.persistent() {
+        assert!(db.state_rows("a").await.is_empty());
+        assert_eq!(db.state_rows("b").await.len(), 7);
+        assert_empty(&reopen(db).await, &a).await;
+    }
+}
+per_backend!(clear_all_removes_every_state_of_the_job);
+
+// remove_info_from_cache drops unflushed changes; the next access reloads what was flushed (a
+// database store) or starts empty (the in-memory store, whose cache is everything).
+async fn remove_info_from_cache_reloads(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job");
+    store_all(&store, &c, &sample(1)).await;
+    store.flush(&c).await.unwrap();
+    store_all(&store, &c, &sample(2)).await;
+    AutoScalerStateStore::<String, Ctx>::remove_info_from_cache(&store, &"job".to_owned()).await;
+    if db.persistent() {
+        assert_all(&store, &c, &sample(1)).await;
+    } else {
+        assert_empty(&store, &c).await;
+    }
+}
+per_backend!(remove_info_from_cache_reloads);
+
+// Many jobs, each with its own states, flushed and reloaded without cross-talk.
+async fn many_jobs_keep_their_own_state(db: &TestDb) {
+    let store = open(db).await;
+    let jobs: Vec<Ctx> = (0..40).map(|i| ctx(&format!("job-{i:03}"))).collect();
+    for (i, c) in jobs.iter().enumerate() {
+        store_all(&store, c, &sample(i as u32)).await;
+    }
+    for c in &jobs {
+        store.flush(c).await.unwrap();
+    }
+    let check = if db.persistent() { reopen(db).await } else { store };
+    for (i, c) in jobs.iter().enumerate() {
+        assert_all(&check, c, &sample(i as u32)).await;
+    }
+}
+per_backend!(many_jobs_keep_their_own_state);
+
+/// Job keys that break naive SQL, collations and encodings.
+const ODD_KEYS: &[&str] = &[
+    "plain",
+    "it's",
+    "say \"hi\"",
+    "back\\slash",
+    "'; DROP TABLE t_flink_autoscaler_state_store; --",
+    "100% _match_",
+    "ünïcödé-jöb",
+    "作业-𝄞-🚀",
+    "Job",
+    "job",
+    "job ",
+    "tab\there\nnewline",
+    "?$1:name",
+];
+
+// Job keys with quotes, unicode and SQL metacharacters are stored verbatim and kept apart, even
+// when they differ only in case or a trailing space.
+async fn odd_job_keys_are_stored_verbatim_and_apart(db: &TestDb) {
+    let store = open(db).await;
+    for (i, key) in ODD_KEYS.iter().enumerate() {
+        let c = ctx(key);
+        store_all(&store, &c, &sample(i as u32)).await;
+        store.flush(&c).await.unwrap();
+    }
+    let check = if db.persistent() { reopen(db).await } else { store };
+    for (i, key) in ODD_KEYS.iter().enumerate() {
+        assert_all(&check, &ctx(key), &sample(i as u32)).await;
+    }
+    if db.persistent() {
+        for key in ODD_KEYS {
+            assert_eq!(db.state_rows(key).await.len(), 7, "{key:?}");
+        }
+    }
+}
+per_backend!(odd_job_keys_are_stored_verbatim_and_apart);
+
+// A row that cannot be decoded (garbage, or written by a newer format) is discarded with a logged
+// error and deleted on the next flush; the other states load (reference testDiscardInvalidHistory).
+async fn unreadable_rows_are_discarded(db: &TestDb) {
+    if !db.persistent() {
+        return;
+    }
+    let store = open(db).await;
+    let c = ctx("job");
+    store_all(&store, &c, &sample(3)).await;
+    store.remove_scaling_history(&c).await.unwrap();
+    store.remove_delayed_scale_down(&c).await.unwrap();
+    store.flush(&c).await.unwrap();
+    db.insert_state_row("job", "scalingHistory", "{not json").await;
+    db.insert_state_row("job", "delayedScaleDown", r#"{"v":99,"state":{}}"#)
+        .await;
+    db.insert_state_row("job", "someFutureState", r#"{"v":1,"state":{}}"#)
+        .await;
+
+    let store = reopen(db).await;
+    assert!(store.get_scaling_history(&c).await.unwrap().is_empty());
+    assert_eq!(
+        store.get_delayed_scale_down(&c).await.unwrap(),
+        DelayedScaleDown::default()
+    );
+    assert_eq!(store.get_parallelism_overrides(&c).await.unwrap(), sample(3).overrides);
+    store.flush(&c).await.unwrap();
+    let types: Vec<String> = db.state_rows("job").await.into_iter().map(|r| r.0).collect();
+    assert!(!types.contains(&"scalingHistory".to_owned()), "{types:?}");
+    assert!(!types.contains(&"delayedScaleDown".to_owned()), "{types:?}");
+    assert!(
+        types.contains(&"someFutureState".to_owned()),
+        "unknown types are left alone: {types:?}"
+    );
+}
+per_backend!(unreadable_rows_are_discarded);
+
+// A long collected-metrics history is stored gzip-compressed and reads back identical.
+async fn large_histories_are_compressed(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job");
+    let history = common::metric_history(5, 2000);
+    store.store_collected_metrics(&c, &history).await.unwrap();
+    store.flush(&c).await.unwrap();
+    let check = if db.persistent() { reopen(db).await } else { store };
+    assert_eq!(json(&check.get_collected_metrics(&c).await.unwrap()), json(&history));
+    if db.persistent() {
+        let rows = db.state_rows("job").await;
+        assert!(rows[0].1.starts_with(r#"{"v":1,"gzip":""#));
+        assert!(
+            rows[0].1.len() < json(&history).len() / 4,
+            "compressed {} bytes",
+            rows[0].1.len()
+        );
+    }
+}
+per_backend!(large_histories_are_compressed);
+
+// Rows written by format version 1 (tests/fixtures/format-v1, frozen) still load.
+async fn format_v1_fixture_still_loads(db: &TestDb) {
+    if !db.persistent() {
+        return;
+    }
+    open(db).await; // creates the tables
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1");
+    for state_type in [
+        "scalingHistory",
+        "scalingTracking",
+        "collectedMetrics",
+        "evaluatedMetrics",
+        "parallelismOverrides",
+        "configOverrides",
+        "delayedScaleDown",
+    ] {
+        let value = std::fs::read_to_string(dir.join(format!("{state_type}.json"))).unwrap();
+        db.insert_state_row("fixture-job", state_type, value.trim_end()).await;
+    }
+    let compressed = std::fs::read_to_string(dir.join("collectedMetrics-gzip.json")).unwrap();
+    db.insert_state_row("fixture-gzip", "collectedMetrics", compressed.trim_end())
+        .await;
+
+    let store = open(db).await;
+    assert_all(&store, &ctx("fixture-job"), &sample(4)).await;
+    assert_eq!(
+        json(&store.get_collected_metrics(&ctx("fixture-gzip")).await.unwrap()),
+        json(&common::metric_history(5, 2000))
+    );
+}
+per_backend!(format_v1_fixture_still_loads);
+
+// Writes the fixture (run by hand with AUTOSCALER_WRITE_FIXTURES=1 when the format version changes:
+// then add a new directory, never rewrite an old one).
+#[test]
+fn write_fixtures_on_request() {
+    if std::env::var("AUTOSCALER_WRITE_FIXTURES").is_err() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let db = TestDb::new(Kind::Sqlite).await.unwrap();
+        let options = StoreOptions::default();
+        let store = AnyStateStore::open_with(&db.url, &options).await.unwrap();
+        store_all(&store, &ctx("fixture-job"), &sample(4)).await;
+        store.flush(&ctx("fixture-job")).await.unwrap();
+        let c = ctx("fixture-gzip");
+        store
+            .store_collected_metrics(&c, &common::metric_history(5, 2000))
+            .await
+            .unwrap();
+        store.flush(&c).await.unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (state_type, value) in db.state_rows("fixture-job").await {
+            std::fs::write(dir.join(format!("{state_type}.json")), value + "\n").unwrap();
+        }
+        let (_, value) = db.state_rows("fixture-gzip").await.remove(0);
+        std::fs::write(dir.join("collectedMetrics-gzip.json"), value + "\n").unwrap();
+    });
+}
+
+/// Makes the database refuse writes for a while; `restore` ends it.
+enum Outage {
+    None,
+    /// Another connection holds SQLite's write lock.
+    SqliteLock(sqlx::SqliteConnection),
+    /// The store talks through a proxy that is down.
+    Proxy(common::FaultProxy),
+}
+
+// Database down at flush: a typed Backend error and a Warning event; the cache keeps the changes
+// and the next flush, with the database back, writes them (the reference drops them).
+async fn flush_failure_keeps_the_cache_and_retries(db: &TestDb) {
+    use sqlx::Connection as _;
+    let options = StoreOptions {
+        acquire_timeout: Duration::from_secs(2),
+        busy_timeout: Duration::from_millis(200),
+        ..StoreOptions::default()
+    };
+    let events = AnyEventHandler::in_memory();
+    let c = ctx("job");
+    let (store, mut outage) = match db.kind {
+        Kind::Memory => return, // nothing to fail
+        Kind::Sqlite => (AnyStateStore::open_with(&db.url, &options).await.unwrap(), Outage::None),
+        Kind::Postgres | Kind::MySql => {
+            let proxy = common::FaultProxy::start(db.server.clone().unwrap()).await;
+            let url = db.url_via(&proxy.addr).unwrap();
+            (
+                AnyStateStore::open_with(&url, &options).await.unwrap(),
+                Outage::Proxy(proxy),
+            )
+        }
+    };
+    store_all(&store, &c, &sample(1)).await;
+    store.flush(&c).await.unwrap();
+    store_all(&store, &c, &sample(2)).await;
+
+    // Down.
+    match &mut outage {
+        Outage::Proxy(proxy) => proxy.set_down(true).await,
+        _ => {
+            let mut locker = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            sqlx::raw_sql("BEGIN EXCLUSIVE").execute(&mut locker).await.unwrap();
+            outage = Outage::SqliteLock(locker);
+        }
+    }
+    let started = std::time::Instant::now();
+    let err = flush_or_warn(&store, &events, &c).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "bounded: {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, StateError::Backend { operation: "flush", .. }), "{err:?}");
+    let warnings = events.events("job").await.unwrap();
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].event_type, EventType::Warning);
+    assert_eq!(warnings[0].reason, STATE_FLUSH_FAILED_REASON);
+    assert!(warnings[0].message.contains("flush"), "{}", warnings[0].message);
+    // The cache still serves the unflushed version.
+    assert_all(&store, &c, &sample(2)).await;
+
+    // Back up.
+    match outage {
+        Outage::Proxy(proxy) => {
+            proxy.set_down(false).await;
+            store.flush(&c).await.unwrap();
+            drop(proxy);
+        }
+        Outage::SqliteLock(mut locker) => {
+            sqlx::raw_sql("ROLLBACK").execute(&mut locker).await.unwrap();
+            store.flush(&c).await.unwrap();
+        }
+        Outage::None => unreachable!(),
+    }
+    assert_all(&reopen(db).await, &c, &sample(2)).await;
+}
+per_backend!(flush_failure_keeps_the_cache_and_retries);
+
+// A failed first load caches nothing: the next access retries and succeeds (reference
+// testErrorHandlingDuringQuery).
+async fn failed_load_is_retried(db: &TestDb) {
+    if !matches!(db.kind, Kind::Postgres | Kind::MySql) {
+        return;
+    }
+    let seed = open(db).await;
+    let c = ctx("job");
+    store_all(&seed, &c, &sample(1)).await;
+    seed.flush(&c).await.unwrap();
+    let proxy = common::FaultProxy::start(db.server.clone().unwrap()).await;
+    let options = StoreOptions {
+        acquire_timeout: Duration::from_secs(2),
+        ..StoreOptions::default()
+    };
+    let store = AnyStateStore::open_with(&db.url_via(&proxy.addr).unwrap(), &options)
+        .await
+        .unwrap();
+    proxy.set_down(true).await;
+    let err = store.get_scaling_history(&c).await.unwrap_err();
+    assert!(matches!(err, StateError::Backend { operation: "load", .. }), "{err:?}");
+    proxy.set_down(false).await;
+    assert_all(&store, &c, &sample(1)).await;
+}
+per_backend!(failed_load_is_retried);
+
+// Two processes (two stores, two pools) writing the same jobs at once never fail on the unique
+// index and never deadlock; each job ends up with one writer's complete version.
+async fn two_stores_writing_the_same_jobs_are_safe(db: &TestDb) {
+    if !db.persistent() {
+        return;
+    }
+    let (a, b) = (open(db).await, open(db).await);
+    let jobs: Vec<Ctx> = (0..6).map(|i| ctx(&format!("shared-{i}"))).collect();
+    let writer = |store: AnyStateStore, base: u32| {
+        let jobs = jobs.clone();
+        tokio::spawn(async move {
+            for round in 0..8 {
+                for c in &jobs {
+                    store_all(&store, c, &sample(base + round)).await;
+                    store.flush(c).await.unwrap();
+                }
+            }
+        })
+    };
+    let (ra, rb) = tokio::join!(writer(a, 100), writer(b, 200));
+    ra.unwrap();
+    rb.unwrap();
+    let check = reopen(db).await;
+    for c in &jobs {
+        let version = *check
+            .get_parallelism_overrides(c)
+            .await
+            .unwrap()
+            .values()
+            .next()
+            .unwrap();
+        assert!(
+            version == 107 || version == 207,
+            "last round of a writer, got {version}"
+        );
+        assert_all(&check, c, &sample(version)).await;
+        assert_eq!(db.state_rows(&c.job_key).await.len(), 7);
+    }
+}
+per_backend!(two_stores_writing_the_same_jobs_are_safe);
+
+// ---- event handler ----
+
+async fn event_handler(
+    db: &TestDb,
+) -> (
+    AnyEventHandler,
+    std::sync::Arc<std::sync::Mutex<chrono::DateTime<chrono::Utc>>>,
+) {
+    let now = std::sync::Arc::new(std::sync::Mutex::new(common::t(0)));
+    let clock_now = now.clone();
+    let handler = AnyEventHandler::open(&db.url)
+        .await
+        .unwrap()
+        .with_clock(std::sync::Arc::new(move || *clock_now.lock().unwrap()));
+    (handler, now)
+}
+
+// Reference testEventWithIntervalAndMessageKey: within the interval (anchored at create_time) the
+// row is updated (count 2, new message); after it, a new row.
+async fn events_dedup_within_the_interval(db: &TestDb) {
+    let (handler, now) = event_handler(db).await;
+    let c = ctx("it's-a-job");
+    let interval = Some(Duration::from_secs(30 * 60));
+    handler
+        .handle_event(
+            &c,
+            EventType::Warning,
+            "IneffectiveScaling",
+            "first",
+            Some("k"),
+            interval,
+        )
+        .await;
+    *now.lock().unwrap() = common::t(20 * 60);
+    handler
+        .handle_event(
+            &c,
+            EventType::Warning,
+            "IneffectiveScaling",
+            "second",
+            Some("k"),
+            interval,
+        )
+        .await;
+    let events = handler.events("it's-a-job").await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].count, 2);
+    assert_eq!(events[0].message, "second");
+    assert_eq!(events[0].create_time, common::t(0));
+    assert_eq!(events[0].update_time, common::t(20 * 60));
+
+    // 40 minutes after the first create_time: outside, although only 20 after the update.
+    *now.lock().unwrap() = common::t(40 * 60);
+    handler
+        .handle_event(
+            &c,
+            EventType::Warning,
+            "IneffectiveScaling",
+            "third",
+            Some("k"),
+            interval,
+        )
+        .await;
+    let events = handler.events("it's-a-job").await.unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!((events[1].count, events[1].message.as_str()), (1, "third"));
+    assert_eq!(events[1].create_time, common::t(40 * 60));
+    assert_eq!(events[0].event_type, EventType::Warning);
+    assert!(events[0].id < events[1].id);
+
+    // Exactly at create_time + interval: outside (create_time > now - interval is false).
+    *now.lock().unwrap() = common::t(70 * 60);
+    handler
+        .handle_event(
+            &c,
+            EventType::Warning,
+            "IneffectiveScaling",
+            "fourth",
+            Some("k"),
+            interval,
+        )
+        .await;
+    assert_eq!(handler.events("it's-a-job").await.unwrap().len(), 3);
+}
+per_backend!(events_dedup_within_the_interval);
+
+// No interval: always a new row. Without a message key, the message is the identity. Other jobs'
+// events are not returned.
+async fn events_without_interval_always_insert(db: &TestDb) {
+    let (handler, now) = event_handler(db).await;
+    let c = ctx("job");
+    for _ in 0..2 {
+        handler
+            .handle_event(&c, EventType::Normal, "Reason", "msg", None, None)
+            .await;
+    }
+    *now.lock().unwrap() = common::t(1);
+    let interval = Some(Duration::from_secs(60));
+    handler
+        .handle_event(&c, EventType::Normal, "Other", "m1", None, interval)
+        .await;
+    handler
+        .handle_event(&c, EventType::Normal, "Other", "m1", None, interval)
+        .await;
+    handler
+        .handle_event(&c, EventType::Normal, "Other", "m2", None, interval)
+        .await;
+    handler
+        .handle_event(&ctx("job2"), EventType::Normal, "Other", "m1", None, interval)
+        .await;
+    let events = handler.events("job").await.unwrap();
+    let summary: Vec<(&str, &str, u32)> = events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.message.as_str(), e.count))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("Reason", "msg", 1),
+            ("Reason", "msg", 1),
+            ("Other", "m1", 2),
+            ("Other", "m2", 1)
+        ]
+    );
+    assert_eq!(handler.events("job2").await.unwrap().len(), 1);
+    assert!(handler.events("nobody").await.unwrap().is_empty());
+
+    // TTL cleanup: everything created before now - ttl goes.
+    *now.lock().unwrap() = common::t(100);
+    assert_eq!(handler.delete_expired(Duration::from_secs(99)).await.unwrap(), 2);
+    assert_eq!(handler.events("job").await.unwrap().len(), 2);
+    assert_eq!(handler.events("job2").await.unwrap().len(), 1);
+}
+per_backend!(events_without_interval_always_insert);
+
+// Scaling reports: executed ones never dedup; unexecuted ones dedup by parallelism hash, and a
+// changed recommendation is a new row (reference testScalingEventDeduplication /
+// testScalingEventWithParallelismChange).
+async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
+    use autoscaler_core::event::{
+        SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
+    };
+    use autoscaler_core::state::ScalingSummary;
+    let (handler, now) = event_handler(db).await;
+    let c = ctx("job");
+    let summaries = |new: u32| {
+        std::collections::BTreeMap::from([(
+            autoscaler_metrics::VertexId::new("v1"),
+            ScalingSummary {
+                current_parallelism: 2,
+                new_parallelism: new,
+                metrics: common::evaluated_vertex(1),
+            },
+        )])
+    };
+    let interval = Duration::from_secs(600);
+    let disabled = format!("{SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED}[k=false]");
+    handler
+        .handle_scaling_event(&c, &summaries(4), &disabled, interval)
+        .await;
+    *now.lock().unwrap() = common::t(1);
+    handler
+        .handle_scaling_event(&c, &summaries(4), &disabled, interval)
+        .await;
+    handler
+        .handle_scaling_event(&c, &summaries(5), &disabled, interval)
+        .await;
+    handler
+        .handle_scaling_event(
+            &c,
+            &summaries(4),
+            SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
+            interval,
+        )
+        .await;
+    handler
+        .handle_scaling_event(
+            &c,
+            &summaries(4),
+            SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
+            interval,
+        )
+        .await;
+    let events = handler.events("job").await.unwrap();
+    let counts: Vec<u32> = events.iter().map(|e| e.count).collect();
+    assert_eq!(counts, vec![2, 1, 1, 1], "{events:#?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e.reason == "ScalingReport" && e.event_type == EventType::Normal)
+    );
+    assert!(
+        events[0].message.contains("Parallelism 2 -> 4"),
+        "{}",
+        events[0].message
+    );
+    assert!(events[1].message.contains("Parallelism 2 -> 5"));
+    assert!(
+        events[2]
+            .message
+            .starts_with(SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED)
+    );
+}
+per_backend!(scaling_reports_dedup_by_parallelism);
+
+// The same handler's key is the same in a new process: dedup works across restarts.
+async fn event_dedup_survives_a_restart(db: &TestDb) {
+    if !db.persistent() {
+        return;
+    }
+    let c = ctx("job");
+    let interval = Some(Duration::from_secs(60));
+    let (first, _) = event_handler(db).await;
+    first
+        .handle_event(&c, EventType::Normal, "R", "m", Some("k"), interval)
+        .await;
+    first.close().await;
+    let (second, _) = event_handler(db).await;
+    second
+        .handle_event(&c, EventType::Normal, "R", "m", Some("k"), interval)
+        .await;
+    let events = second.events("job").await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].count, 2);
+    let _ = MetricHistory::new();
+}
+per_backend!(event_dedup_survives_a_restart);
