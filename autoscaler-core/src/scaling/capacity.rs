@@ -56,7 +56,9 @@ pub(crate) fn java_math_round(x: f64) -> f64 {
     }
     // `x - floor(x)` is exact, unlike `x + 0.5` (0.49999999999999994 must round to 0).
     let floor = x.floor();
-    if x - floor >= 0.5 { floor + 1.0 } else { floor }
+    let rounded = if x - floor >= 0.5 { floor + 1.0 } else { floor };
+    // A Java long has no negative zero.
+    rounded + 0.0
 }
 
 #[cfg(test)]
@@ -109,6 +111,7 @@ mod tests {
         assert_eq!(java_math_round(0.499_999_999_999_999_94), 0.0);
         assert_eq!(java_math_round(4_503_599_627_370_497.0), 4_503_599_627_370_497.0);
         assert_eq!(java_math_round(f64::NAN), 0.0);
+        assert!(java_math_round(-0.0).is_sign_positive());
         assert_eq!(java_math_round(f64::INFINITY), i64::MAX as f64);
         assert_eq!(java_math_round(f64::NEG_INFINITY), i64::MIN as f64);
     }
