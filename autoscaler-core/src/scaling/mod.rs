@@ -2,8 +2,9 @@
 //!
 //! Everything here is pure and synchronous: no I/O, no async, no clock. The cycle's instant, the
 //! loaded (trimmed) scaling history and the restart time come in as data through
-//! [`DecisionInput`]; the only state that is mutated is the job's [`DelayedScaleDown`], which the
-//! caller loads before and persists after [`decide`] when its `updated` flag is set.
+//! [`DecisionInput`]; the only state that is mutated is the job's
+//! [`DelayedScaleDown`](crate::DelayedScaleDown), which the caller loads before and persists after
+//! [`decide`] when its `updated` flag is set.
 //!
 //! The stage follows the reference's `ScalingExecutor.scaleResource` (anchor §2.7) with
 //! `JobVertexScaler` (§2.4), `ParallelismAligner` (§2.5) and `DelayedScaleDown` (§2.6); the
