@@ -15,7 +15,7 @@
 #   FLINK_E2E_CACHE   where wheels, FLINK_HOME, the job jar and cluster dirs live (default: e2e/.cache)
 #   FLINK_E2E_PORT    REST port (default 18081); the RPC port is PORT+1
 #   FLINK_E2E_SLOTS   task slots of the single TaskManager (default 8)
-#   FLINK_E2E_START_TIMEOUT  seconds to wait for REST after start (default 180)
+#   FLINK_E2E_START_TIMEOUT  seconds to wait for REST after start (default 300)
 # Facts and gotchas behind every setting: shared/reference/flink-local.md (sections in comments below).
 set -euo pipefail
 
@@ -27,7 +27,7 @@ FLINK_HOME="$CACHE/flink-$FLINK_VERSION"
 PORT="${FLINK_E2E_PORT:-18081}"
 RPC_PORT=$((PORT + 1))
 SLOTS="${FLINK_E2E_SLOTS:-8}"
-START_TIMEOUT="${FLINK_E2E_START_TIMEOUT:-180}"
+START_TIMEOUT="${FLINK_E2E_START_TIMEOUT:-300}"
 CLUSTER="$CACHE/cluster-$PORT"
 STATE="$CLUSTER/state.env"
 REST="http://127.0.0.1:$PORT"
