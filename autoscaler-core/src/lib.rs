@@ -9,13 +9,16 @@ pub mod autoscaler;
 pub mod collector;
 pub mod config;
 pub mod context;
+pub mod duration;
 pub mod event;
 pub mod event_logging;
+pub mod excluded_periods;
 pub mod options;
 pub mod realizer;
 pub mod standalone;
 pub mod scaling;
 pub mod state;
+pub mod validator;
 
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
 pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector};

@@ -1,7 +1,27 @@
-//! Typed autoscaler options (`job.autoscaler.*`) with the reference's defaults, and Flink's
-//! duration and memory-size syntax.
+//! Typed autoscaler options (`job.autoscaler.*`) with the reference's defaults, fallback and
+//! deprecated keys (anchor-features §1.1-1.4), and Flink's value syntax for booleans, numbers,
+//! enums, lists and memory sizes (durations: [`crate::duration`]).
+//!
+//! ```
+//! use autoscaler_core::{AutoScalerOptions, Configuration};
+//! use std::time::Duration;
+//! let conf = Configuration::from_iter([
+//!     ("job.autoscaler.metrics.window", "10 min"),
+//!     // The deprecated key has the lowest priority, so the legacy fallback key wins.
+//!     ("kubernetes.operator.job.autoscaler.target.utilization", "0.6"),
+//!     ("job.autoscaler.target.utilization", "0.5"),
+//! ]);
+//! let options = AutoScalerOptions::from_configuration(&conf).unwrap();
+//! assert_eq!(options.metrics_window, Duration::from_secs(600));
+//! assert_eq!(options.utilization_target, 0.6);
+//! assert_eq!(options.scale_down_interval, Duration::from_secs(3600));
+//! ```
 
-use autoscaler_metrics::BusyTimeAggregator;
+use crate::config::Configuration;
+use crate::duration::parse_duration;
+use crate::excluded_periods::{ExcludedPeriod, is_excluded};
+use autoscaler_metrics::{BusyTimeAggregator, EvaluationConfig};
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 
 /// How new parallelisms are aligned to key groups or source partitions.
@@ -106,6 +126,16 @@ pub struct AutoScalerOptions {
     pub task_slots_per_task_manager: u32,
     /// `taskmanager.memory.process.size` (unset), bytes.
     pub task_manager_process_memory: Option<u64>,
+    /// `memory.tuning.scale-down-compensation.enabled` (true).
+    pub memory_tuning_scale_down_compensation_enabled: bool,
+    /// `memory.tuning.overhead` (0.2).
+    pub memory_tuning_overhead: f64,
+    /// `memory.tuning.maximize-managed-memory` (false).
+    pub memory_tuning_maximize_managed_memory: bool,
+    /// `metrics.custom-evaluators` ([]); custom plugins are not supported, the names are kept.
+    pub custom_evaluators: Vec<String>,
+    /// `scaling.custom-executors` ([]); custom plugins are not supported, the names are kept.
+    pub custom_executors: Vec<String>,
 }
 
 impl Default for AutoScalerOptions {
@@ -153,6 +183,11 @@ impl Default for AutoScalerOptions {
             observed_scalability_coefficient_min: 0.5,
             task_slots_per_task_manager: 1,
             task_manager_process_memory: None,
+            memory_tuning_scale_down_compensation_enabled: true,
+            memory_tuning_overhead: 0.2,
+            memory_tuning_maximize_managed_memory: false,
+            custom_evaluators: Vec::new(),
+            custom_executors: Vec::new(),
         }
     }
 }
@@ -164,7 +199,7 @@ pub enum OptionsError {
     /// The value of `key` does not parse as the option's type.
     #[error("invalid value {value:?} for {key}: {reason}")]
     InvalidValue {
-        /// The config key.
+        /// The config key that holds the value (the canonical, fallback or deprecated key that was set).
         key: String,
         /// The offending value.
         value: String,
@@ -173,22 +208,546 @@ pub enum OptionsError {
     },
 }
 
-/// Parses a Flink memory size (`2g`, `512 mb`, `1024` = bytes) into bytes.
+/// Prefix of every core option.
+pub const AUTOSCALER_PREFIX: &str = "job.autoscaler.";
+/// Prefix of the legacy fallback keys the Kubernetes operator used (`kubernetes.operator.job.autoscaler.`).
+pub const LEGACY_PREFIX: &str = "kubernetes.operator.job.autoscaler.";
+
+/// Every key that can set the option `job.autoscaler.<name>`, in the reference's lookup order: the
+/// canonical key, its fallback keys in declared order, then its deprecated keys (Flink
+/// `ConfigOption` puts fallback keys before deprecated ones, anchor-features §1.1).
+///
+/// ```
+/// use autoscaler_core::options::option_keys;
+/// assert_eq!(
+///     option_keys("scale-down.interval"),
+///     [
+///         "job.autoscaler.scale-down.interval",
+///         "kubernetes.operator.job.autoscaler.scale-up.grace-period",
+///         "kubernetes.operator.job.autoscaler.scale-down.interval",
+///         "job.autoscaler.scale-up.grace-period",
+///     ]
+/// );
+/// ```
+pub fn option_keys(name: &str) -> Vec<String> {
+    let canonical = |n: &str| format!("{AUTOSCALER_PREFIX}{n}");
+    let legacy = |n: &str| format!("{LEGACY_PREFIX}{n}");
+    match name {
+        // withDeprecatedKeys(target.utilization), withFallbackKeys(legacy utilization.target, legacy target.utilization)
+        "utilization.target" => {
+            vec![
+                canonical(name),
+                legacy(name),
+                legacy("target.utilization"),
+                canonical("target.utilization"),
+            ]
+        }
+        // withDeprecatedKeys(scale-up.grace-period), withFallbackKeys(legacy scale-up.grace-period, legacy scale-down.interval)
+        "scale-down.interval" => {
+            vec![
+                canonical(name),
+                legacy("scale-up.grace-period"),
+                legacy(name),
+                canonical("scale-up.grace-period"),
+            ]
+        }
+        _ => vec![canonical(name), legacy(name)],
+    }
+}
+
+/// The first key of [`option_keys`] that is set, with its value (Flink `getOptional`).
+fn lookup<'c>(conf: &'c Configuration, name: &str) -> Option<(String, &'c str)> {
+    option_keys(name)
+        .into_iter()
+        .find_map(|key| conf.get(&key).map(|value| (key, value)))
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> OptionsError {
+    OptionsError::InvalidValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// Reads the option `job.autoscaler.<name>` with `parse`, `None` when no key of it is set.
+fn read<T>(
+    conf: &Configuration,
+    name: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<Option<T>, OptionsError> {
+    match lookup(conf, name) {
+        None => Ok(None),
+        Some((key, value)) => parse(value).map(Some).map_err(|reason| invalid(&key, value, reason)),
+    }
+}
+
+/// Reads a non-autoscaler Flink option that has no fallback keys.
+fn read_plain<T>(
+    conf: &Configuration,
+    key: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<Option<T>, OptionsError> {
+    match conf.get(key) {
+        None => Ok(None),
+        Some(value) => parse(value).map(Some).map_err(|reason| invalid(key, value, reason)),
+    }
+}
+
+/// A Java `int` count option as `usize`. A negative count behaves like 0 wherever the reference
+/// compares a size against it (`size > count`, `size < min`), so it is clamped to 0.
+fn count(value: i32) -> usize {
+    usize::try_from(value).unwrap_or(0)
+}
+
+impl AutoScalerOptions {
+    /// Reads every `job.autoscaler.*` option (and the few Flink options the autoscaler uses) from
+    /// `conf`, applying the reference's defaults, legacy fallback keys and deprecated keys.
+    ///
+    /// `utilization.max`, `utilization.min` and the quotas stay `None` unless some key of them is
+    /// set (the reference reads them with `getOptional`). The alignment mode is resolved as
+    /// [`resolve_alignment_mode`] describes. Every `excluded.periods` entry must parse, so that
+    /// [`AutoScalerOptions::is_excluded_period`] cannot fail later.
+    ///
+    /// # Errors
+    /// [`OptionsError::InvalidValue`] naming the first key whose value does not parse.
+    pub fn from_configuration(conf: &Configuration) -> Result<AutoScalerOptions, OptionsError> {
+        let d = AutoScalerOptions::default();
+        let bool_or =
+            |name: &str, default: bool| Ok::<_, OptionsError>(read(conf, name, parse_bool)?.unwrap_or(default));
+        let int_or = |name: &str, default: i32| Ok::<_, OptionsError>(read(conf, name, parse_int)?.unwrap_or(default));
+        let double_or =
+            |name: &str, default: f64| Ok::<_, OptionsError>(read(conf, name, parse_double)?.unwrap_or(default));
+        let duration_or =
+            |name: &str, default: Duration| Ok::<_, OptionsError>(read(conf, name, parse_duration)?.unwrap_or(default));
+        let list = |name: &str| Ok::<_, OptionsError>(read(conf, name, parse_list)?.unwrap_or_default());
+
+        let excluded_periods = list("excluded.periods")?;
+        if let Some(bad) = excluded_periods.iter().find_map(|e| ExcludedPeriod::parse(e).err()) {
+            let (key, value) = lookup(conf, "excluded.periods").unwrap_or_default();
+            return Err(invalid(&key, value, bad.to_string()));
+        }
+
+        let task_slots = read_plain(conf, "taskmanager.numberOfTaskSlots", parse_int)?.unwrap_or(1);
+        let task_slots_per_task_manager = u32::try_from(task_slots).map_err(|_| {
+            invalid(
+                "taskmanager.numberOfTaskSlots",
+                &task_slots.to_string(),
+                "the number of task slots is negative",
+            )
+        })?;
+
+        Ok(AutoScalerOptions {
+            enabled: bool_or("enabled", d.enabled)?,
+            scaling_enabled: bool_or("scaling.enabled", d.scaling_enabled)?,
+            metrics_window: duration_or("metrics.window", d.metrics_window)?,
+            stabilization_interval: duration_or("stabilization.interval", d.stabilization_interval)?,
+            excluded_periods,
+            utilization_target: double_or("utilization.target", d.utilization_target)?,
+            target_utilization_boundary: double_or("target.utilization.boundary", d.target_utilization_boundary)?,
+            utilization_max: read(conf, "utilization.max", parse_double)?,
+            utilization_min: read(conf, "utilization.min", parse_double)?,
+            scale_down_interval: duration_or("scale-down.interval", d.scale_down_interval)?,
+            vertex_min_parallelism: int_or("vertex.min-parallelism", d.vertex_min_parallelism)?,
+            vertex_max_parallelism: int_or("vertex.max-parallelism", d.vertex_max_parallelism)?,
+            scale_down_max_factor: double_or("scale-down.max-factor", d.scale_down_max_factor)?,
+            scale_up_max_factor: double_or("scale-up.max-factor", d.scale_up_max_factor)?,
+            catch_up_duration: duration_or("catch-up.duration", d.catch_up_duration)?,
+            restart_time: duration_or("restart.time", d.restart_time)?,
+            restart_time_tracking_enabled: bool_or("restart.time-tracking.enabled", d.restart_time_tracking_enabled)?,
+            restart_time_tracking_limit: duration_or("restart.time-tracking.limit", d.restart_time_tracking_limit)?,
+            backlog_processing_lag_threshold: duration_or(
+                "backlog-processing.lag-threshold",
+                d.backlog_processing_lag_threshold,
+            )?,
+            observed_tpr_lag_threshold: duration_or(
+                "observed-true-processing-rate.lag-threshold",
+                d.observed_tpr_lag_threshold,
+            )?,
+            observed_tpr_switch_threshold: double_or(
+                "observed-true-processing-rate.switch-threshold",
+                d.observed_tpr_switch_threshold,
+            )?,
+            observed_tpr_min_observations: count(int_or("observed-true-processing-rate.min-observations", 2)?),
+            scaling_effectiveness_detection_enabled: bool_or(
+                "scaling.effectiveness.detection.enabled",
+                d.scaling_effectiveness_detection_enabled,
+            )?,
+            scaling_effectiveness_threshold: double_or(
+                "scaling.effectiveness.threshold",
+                d.scaling_effectiveness_threshold,
+            )?,
+            gc_pressure_threshold: double_or("memory.gc-pressure.threshold", d.gc_pressure_threshold)?,
+            heap_usage_threshold: double_or("memory.heap-usage.threshold", d.heap_usage_threshold)?,
+            memory_tuning_enabled: bool_or("memory.tuning.enabled", d.memory_tuning_enabled)?,
+            history_max_count: count(int_or("history.max.count", 3)?),
+            history_max_age: duration_or("history.max.age", d.history_max_age)?,
+            busy_time_aggregator: read(conf, "metrics.busy-time.aggregator", parse_busy_time_aggregator)?
+                .unwrap_or(d.busy_time_aggregator),
+            vertex_exclude_ids: list("vertex.exclude.ids")?,
+            scaling_event_interval: duration_or("scaling.event.interval", d.scaling_event_interval)?,
+            rest_client_timeout: duration_or("flink.rest-client.timeout", d.rest_client_timeout)?,
+            quota_memory: read(conf, "quota.memory", parse_memory_size)?,
+            quota_cpu: read(conf, "quota.cpu", parse_double)?,
+            alignment_mode: resolve_alignment_mode(conf)?,
+            observed_scalability_enabled: bool_or("observed-scalability.enabled", d.observed_scalability_enabled)?,
+            observed_scalability_min_observations: count(int_or("observed-scalability.min-observations", 3)?),
+            observed_scalability_coefficient_min: double_or(
+                "observed-scalability.coefficient-min",
+                d.observed_scalability_coefficient_min,
+            )?,
+            task_slots_per_task_manager,
+            task_manager_process_memory: read_plain(conf, "taskmanager.memory.process.size", parse_memory_size)?,
+            memory_tuning_scale_down_compensation_enabled: bool_or(
+                "memory.tuning.scale-down-compensation.enabled",
+                d.memory_tuning_scale_down_compensation_enabled,
+            )?,
+            memory_tuning_overhead: double_or("memory.tuning.overhead", d.memory_tuning_overhead)?,
+            memory_tuning_maximize_managed_memory: bool_or(
+                "memory.tuning.maximize-managed-memory",
+                d.memory_tuning_maximize_managed_memory,
+            )?,
+            custom_evaluators: list("metrics.custom-evaluators")?,
+            custom_executors: list("scaling.custom-executors")?,
+        })
+    }
+
+    /// Reads only `job.autoscaler.enabled` (default false): when it is false the reference clears the
+    /// job's state and reads nothing else, so a caller can check it before
+    /// [`AutoScalerOptions::from_configuration`].
+    ///
+    /// # Errors
+    /// [`OptionsError::InvalidValue`] when the value is not `true`/`false`.
+    pub fn is_enabled(conf: &Configuration) -> Result<bool, OptionsError> {
+        Ok(read(conf, "enabled", parse_bool)?.unwrap_or(false))
+    }
+
+    /// The upper utilization bound: `utilization.max`, or target + boundary.
+    pub fn resolved_utilization_max(&self) -> f64 {
+        self.utilization_max
+            .unwrap_or(self.utilization_target + self.target_utilization_boundary)
+    }
+
+    /// The lower utilization bound: `utilization.min`, or target - boundary.
+    pub fn resolved_utilization_min(&self) -> f64 {
+        self.utilization_min
+            .unwrap_or(self.utilization_target - self.target_utilization_boundary)
+    }
+
+    /// The options the metric evaluation reads, with `restart_time` decided by the cycle
+    /// (`restart.time` or the tracked maximum).
+    pub fn evaluation_config(&self, restart_time: Duration) -> EvaluationConfig {
+        EvaluationConfig {
+            busy_time_aggregator: self.busy_time_aggregator,
+            utilization_target: self.utilization_target,
+            utilization_max: self.resolved_utilization_max(),
+            utilization_min: self.resolved_utilization_min(),
+            catch_up_duration: self.catch_up_duration,
+            restart_time,
+            backlog_lag_threshold: self.backlog_processing_lag_threshold,
+            observed_tpr_switch_threshold: self.observed_tpr_switch_threshold,
+            observed_tpr_min_observations: self.observed_tpr_min_observations,
+        }
+    }
+
+    /// Whether `now` lies in one of the `excluded.periods` (evaluated in UTC).
+    ///
+    /// # Errors
+    /// [`OptionsError::InvalidValue`] for an entry that does not parse; never for options built by
+    /// [`AutoScalerOptions::from_configuration`], which rejects those up front.
+    pub fn is_excluded_period(&self, now: DateTime<Utc>) -> Result<bool, OptionsError> {
+        let periods = self
+            .excluded_periods
+            .iter()
+            .map(|e| {
+                ExcludedPeriod::parse(e).map_err(|err| invalid("job.autoscaler.excluded.periods", e, err.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(is_excluded(&periods, now))
+    }
+}
+
+/// Resolves the alignment mode (anchor-features §2.5 "Mode resolution", reference
+/// `ParallelismAligner.resolve`):
+/// 1. `scaling.parallelism-alignment.mode` explicitly set: `BALANCED`, `EVENLY_SPREAD` or `OFF`
+///    compared case-sensitively; any other value names a custom plugin, which this crate does not
+///    support, so it falls back to BALANCED as the reference does when the plugin is missing;
+/// 2. else the deprecated `scaling.key-group.partitions.adjust.mode` if explicitly set (enum,
+///    case-insensitive `EVENLY_SPREAD` / `MAXIMIZE_UTILISATION`) selects the blocking legacy mode;
+/// 3. else BALANCED.
+///
+/// # Errors
+/// [`OptionsError::InvalidValue`] when the legacy key is consulted and is not one of its names.
+pub fn resolve_alignment_mode(conf: &Configuration) -> Result<AlignmentMode, OptionsError> {
+    if let Some((key, name)) = lookup(conf, "scaling.parallelism-alignment.mode") {
+        return Ok(match name {
+            "BALANCED" => AlignmentMode::Balanced,
+            "EVENLY_SPREAD" => AlignmentMode::EvenlySpread,
+            "OFF" => AlignmentMode::Off,
+            custom => {
+                tracing::warn!(
+                    "Alignment mode '{custom}' ({key}) is not a built-in and custom alignment modes are not \
+                     supported. Falling back to BALANCED."
+                );
+                AlignmentMode::Balanced
+            }
+        });
+    }
+    let legacy = read(conf, "scaling.key-group.partitions.adjust.mode", |v| match parse_enum(
+        v,
+        &["EVENLY_SPREAD", "MAXIMIZE_UTILISATION"],
+    )? {
+        0 => Ok(AlignmentMode::LegacyEvenlySpread),
+        _ => Ok(AlignmentMode::LegacyMaximizeUtilisation),
+    })?;
+    Ok(legacy.unwrap_or(AlignmentMode::Balanced))
+}
+
+// ------------------------------------------------------------------------------------------------
+// Flink value syntax (ConfigurationUtils.convertValue and friends)
+// ------------------------------------------------------------------------------------------------
+
+/// A boolean as Flink reads it: `true`/`false` in any case, nothing else (no trimming).
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.to_uppercase().as_str() {
+        "TRUE" => Ok(true),
+        "FALSE" => Ok(false),
+        _ => Err(format!(
+            "{text:?} is not a boolean; expected true or false (case-insensitive)"
+        )),
+    }
+}
+
+/// An `int` as Java's `Integer.parseInt` reads it: optional sign, decimal digits, no whitespace.
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_int(text: &str) -> Result<i32, String> {
+    text.parse().map_err(|_| format!("{text:?} is not a 32-bit integer"))
+}
+
+/// A `double` as Java's `Double.parseDouble` reads it: surrounding whitespace (chars up to U+0020)
+/// ignored, optional sign, decimal digits with optional fraction and exponent, an optional `d`/`f`
+/// suffix, or exactly `NaN` / `Infinity`. Hexadecimal floating-point literals are not supported.
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_double(text: &str) -> Result<f64, String> {
+    let err = || format!("{text:?} is not a number");
+    let t = java_trim(text);
+    let (negative, unsigned) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let magnitude = match unsigned {
+        "NaN" => f64::NAN,
+        "Infinity" => f64::INFINITY,
+        _ => {
+            let body = unsigned.strip_suffix(['d', 'D', 'f', 'F']).unwrap_or(unsigned);
+            // Only the Java decimal grammar: Rust would also take "inf", "nan" and "infinity".
+            if body.is_empty()
+                || !body
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+            {
+                return Err(err());
+            }
+            if body.starts_with(['+', '-']) {
+                return Err(err());
+            }
+            body.parse::<f64>().map_err(|_| err())?
+        }
+    };
+    Ok(if negative { -magnitude } else { magnitude })
+}
+
+/// The index in `names` of an enum constant, matched case-insensitively as Flink does (no trimming).
+fn parse_enum(text: &str, names: &[&str]) -> Result<usize, String> {
+    let upper = text.to_uppercase();
+    names
+        .iter()
+        .position(|n| *n == upper)
+        .ok_or_else(|| format!("{text:?} is not one of [{}] (case-insensitive)", names.join(", ")))
+}
+
+fn parse_busy_time_aggregator(text: &str) -> Result<BusyTimeAggregator, String> {
+    Ok(match parse_enum(text, &["AVG", "MAX", "MIN"])? {
+        0 => BusyTimeAggregator::Avg,
+        1 => BusyTimeAggregator::Max,
+        _ => BusyTimeAggregator::Min,
+    })
+}
+
+/// A list option as Flink splits it (`StructuredOptionsSplitter.splitEscaped(value, ';')`):
+/// whitespace between entries is skipped and unquoted entries are trimmed; an entry may be quoted
+/// with `'` or `"` (a doubled quote inside is a literal quote) so that it can contain `;`; a
+/// delimiter directly after another yields an empty entry, a leading or trailing one does not.
+///
+/// ```
+/// use autoscaler_core::options::parse_list;
+/// assert_eq!(parse_list(" a ; b;;'c;d' "), Ok(vec!["a".into(), "b".into(), "".into(), "c;d".into()]));
+/// assert_eq!(parse_list(""), Ok(vec![]));
+/// ```
+///
+/// # Errors
+/// A message for an unclosed quote or text after a closing quote.
+pub fn parse_list(text: &str) -> Result<Vec<String>, String> {
+    #[derive(PartialEq)]
+    enum Token {
+        Quoted(String),
+        Unquoted(String),
+        Delimiter,
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' || c == '"' {
+            let mut value = String::new();
+            let mut j = i + 1;
+            loop {
+                match chars.get(j) {
+                    None => return Err(format!("{text:?}: a quote is not closed")),
+                    Some(&q) if q == c => {
+                        if chars.get(j + 1) == Some(&c) {
+                            value.push(c);
+                            j += 2;
+                        } else {
+                            j += 1;
+                            break;
+                        }
+                    }
+                    Some(&other) => {
+                        value.push(other);
+                        j += 1;
+                    }
+                }
+            }
+            tokens.push((Token::Quoted(value), i));
+            i = j;
+        } else if c == ';' {
+            tokens.push((Token::Delimiter, i));
+            i += 1;
+        } else if java_is_whitespace(c) {
+            i += 1;
+        } else {
+            let start = i;
+            while i < chars.len() && chars[i] != ';' {
+                i += 1;
+            }
+            let raw: String = chars[start..i].iter().collect();
+            tokens.push((Token::Unquoted(java_trim(&raw).to_owned()), start));
+        }
+    }
+    let mut entries = Vec::new();
+    for (k, (token, _)) in tokens.iter().enumerate() {
+        let next = tokens.get(k + 1);
+        match token {
+            Token::Quoted(value) => {
+                if let Some((t, pos)) = next
+                    && *t != Token::Delimiter
+                {
+                    return Err(format!(
+                        "{text:?}: unexpected text after a closing quote at position {}",
+                        pos - 1
+                    ));
+                }
+                entries.push(value.clone());
+            }
+            Token::Unquoted(value) => entries.push(value.clone()),
+            Token::Delimiter => {
+                if matches!(next, Some((Token::Delimiter, _))) {
+                    entries.push(String::new());
+                }
+            }
+        }
+    }
+    Ok(entries)
+}
+
+/// Parses a Flink memory size (`MemorySize.parseBytes`) into bytes: an integer and an optional
+/// case-insensitive unit `b`/`bytes`, `k`/`kb`/`kibibytes`, `m`/`mb`/`mebibytes`,
+/// `g`/`gb`/`gibibytes`, `t`/`tb`/`tebibytes` (powers of 1024), with optional whitespace between;
+/// a bare number is bytes. The result must fit a Java `long`.
+///
+/// ```
+/// use autoscaler_core::options::parse_memory_size;
+/// assert_eq!(parse_memory_size("2g"), Ok(2 << 30));
+/// assert_eq!(parse_memory_size("512 MB"), Ok(512 << 20));
+/// assert_eq!(parse_memory_size("1024"), Ok(1024));
+/// ```
+///
+/// # Errors
+/// A message naming the value.
 pub fn parse_memory_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
+    let t = java_trim(text);
+    if t.is_empty() {
+        return Err(format!("{text:?} is an empty or whitespace-only memory size"));
+    }
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
         return Err(format!("{text:?} does not start with a number"));
     }
-    let n: u64 = num.parse().map_err(|_| format!("{text:?} is too large"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+    let too_large = || format!("{text:?} is too large (numeric overflow)");
+    let n: i64 = num.parse().map_err(|_| too_large())?;
+    let mult: i64 = match java_trim(unit).to_lowercase().as_str() {
         "" | "b" | "bytes" => 1,
         "k" | "kb" | "kibibytes" => 1 << 10,
         "m" | "mb" | "mebibytes" => 1 << 20,
         "g" | "gb" | "gibibytes" => 1 << 30,
         "t" | "tb" | "tebibytes" => 1 << 40,
-        other => return Err(format!("unknown memory unit {other:?}")),
+        other => {
+            return Err(format!(
+                "{text:?}: memory unit {other:?} is not one of b/bytes, k/kb/kibibytes, m/mb/mebibytes, \
+                 g/gb/gibibytes, t/tb/tebibytes"
+            ));
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("{text:?} is too large"))
+    let bytes = n.checked_mul(mult).ok_or_else(too_large)?;
+    u64::try_from(bytes).map_err(|_| too_large())
+}
+
+// ------------------------------------------------------------------------------------------------
+// Java string semantics the reference's parsers rely on
+// ------------------------------------------------------------------------------------------------
+
+/// Java `String.trim`: strips every char up to U+0020 (spaces and ASCII control characters) from
+/// both ends, and nothing else.
+pub(crate) fn java_trim(text: &str) -> &str {
+    text.trim_matches(|c: char| c <= ' ')
+}
+
+/// Java `Character.isWhitespace`: Unicode space separators except the no-break ones, plus tab,
+/// line feed, vertical tab, form feed, carriage return and U+001C-U+001F.
+pub(crate) fn java_is_whitespace(c: char) -> bool {
+    match c {
+        '\u{a0}' | '\u{2007}' | '\u{202f}' => false,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | '\u{1c}'..='\u{1f}' => true,
+        ' ' | '\u{1680}' | '\u{2000}'..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{205f}' | '\u{3000}' => true,
+        _ => false,
+    }
+}
+
+/// Java `String.strip`: strips [`java_is_whitespace`] chars from both ends.
+pub(crate) fn java_strip(text: &str) -> &str {
+    text.trim_matches(java_is_whitespace)
+}
+
+/// Java `String.split` with a literal delimiter: all pieces, then trailing empty pieces removed;
+/// a text without the delimiter is returned whole (even when empty).
+pub(crate) fn java_split<'t>(text: &'t str, delimiter: &str) -> Vec<&'t str> {
+    if !text.contains(delimiter) {
+        return vec![text];
+    }
+    let mut pieces: Vec<&str> = text.split(delimiter).collect();
+    while pieces.last().is_some_and(|p| p.is_empty()) {
+        pieces.pop();
+    }
+    pieces
 }

@@ -1,0 +1,1034 @@
+//! `job.autoscaler.excluded.periods`: time windows in which scaling is only reported, never executed
+//! (reference: `CalendarUtils`, anchor-features §2.9).
+//!
+//! Each list entry is one or two sub-expressions joined by `&&`, all of which must match:
+//! * a daily range `HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]` (Quartz `DailyCalendar` with the time range
+//!   inverted, so "inside the range, both ends included" means excluded), start strictly before end;
+//! * a Quartz cron expression (6 or 7 fields starting with seconds, day-of-week 1 = Sunday, `?`, `L`,
+//!   `W`, `#`, ranges, steps and `JAN`/`MON` names) matched as `CronExpression.isSatisfiedBy`.
+//!
+//! The reference evaluates in the JVM's default time zone; this crate evaluates in UTC
+//! (replay-format §3.2).
+//!
+//! ```
+//! use autoscaler_core::excluded_periods::{ExcludedPeriod, is_excluded};
+//! use chrono::{TimeZone, Utc};
+//! // Mondays and Thursdays from 14:01:20 to 16:00:00.
+//! let period = ExcludedPeriod::parse("* * * ? * 2,5 && 14:01:20-16:00:00").unwrap();
+//! let thursday = Utc.with_ymd_and_hms(2023, 12, 14, 14, 1, 30).unwrap();
+//! assert!(is_excluded(&[period.clone()], thursday));
+//! assert!(!is_excluded(&[period], thursday - chrono::Duration::days(1)));
+//! ```
+
+use crate::options::{java_split, java_strip, java_trim};
+use chrono::{DateTime, Datelike, NaiveDate, Timelike, Utc};
+use std::collections::BTreeSet;
+
+/// An `excluded.periods` entry that the reference's validator rejects; the messages are the
+/// reference's (`CalendarUtils.validateExcludedExpression`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExcludedPeriodError {
+    /// More than two `&&`-joined parts.
+    #[error("Invalid value {expression} in the autoscaler config job.autoscaler.excluded.periods")]
+    TooManyParts {
+        /// The whole list entry.
+        expression: String,
+    },
+    /// A part is neither a daily range nor a Quartz cron expression.
+    #[error(
+        "Invalid value {expression} in the autoscaler config job.autoscaler.excluded.periods, the value is neither a \
+         valid daily expression nor a valid cron expression"
+    )]
+    NeitherDailyNorCron {
+        /// The whole list entry.
+        expression: String,
+    },
+    /// Two daily ranges or two cron expressions joined by `&&`.
+    #[error(
+        "Invalid value {expression} in the autoscaler config job.autoscaler.excluded.periods, the value can not be \
+         configured as dailyExpression && dailyExpression or cronExpression && cronExpression"
+    )]
+    SameKindTwice {
+        /// The whole list entry.
+        expression: String,
+    },
+}
+
+impl ExcludedPeriodError {
+    /// The list entry the error is about.
+    pub fn expression(&self) -> &str {
+        match self {
+            Self::TooManyParts { expression }
+            | Self::NeitherDailyNorCron { expression }
+            | Self::SameKindTwice { expression } => expression,
+        }
+    }
+}
+
+/// One parsed `excluded.periods` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExcludedPeriod {
+    expression: String,
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Daily(DailyRange),
+    Cron(Box<QuartzCron>),
+}
+
+impl ExcludedPeriod {
+    /// Parses and validates one list entry exactly as the reference's validator does.
+    ///
+    /// # Errors
+    /// [`ExcludedPeriodError`] with the reference's message.
+    pub fn parse(expression: &str) -> Result<Self, ExcludedPeriodError> {
+        // String.split("&&") semantics: trailing empty pieces are dropped, so "a&&" is just "a"
+        // and a bare "&&" has no part at all (and then matches every instant, as in the reference).
+        let pieces = java_split(expression, "&&");
+        if pieces.len() > 2 {
+            return Err(ExcludedPeriodError::TooManyParts {
+                expression: expression.to_owned(),
+            });
+        }
+        let mut parts = Vec::with_capacity(pieces.len());
+        for piece in &pieces {
+            let piece = java_strip(piece);
+            // The reference prefers the daily reading when a part is both (none is in practice).
+            if let Some(daily) = DailyRange::parse(piece) {
+                parts.push(Part::Daily(daily));
+            } else if let Ok(cron) = QuartzCron::parse(piece) {
+                parts.push(Part::Cron(Box::new(cron)));
+            } else {
+                return Err(ExcludedPeriodError::NeitherDailyNorCron {
+                    expression: expression.to_owned(),
+                });
+            }
+        }
+        if let [a, b] = parts.as_slice()
+            && matches!(a, Part::Daily(_)) == matches!(b, Part::Daily(_))
+        {
+            return Err(ExcludedPeriodError::SameKindTwice {
+                expression: expression.to_owned(),
+            });
+        }
+        Ok(Self {
+            expression: expression.to_owned(),
+            parts,
+        })
+    }
+
+    /// The entry as configured.
+    pub fn expression(&self) -> &str {
+        &self.expression
+    }
+
+    /// Whether `now` lies in this period (every part matches; reference
+    /// `CalendarUtils.inExcludedPeriod`).
+    pub fn contains(&self, now: DateTime<Utc>) -> bool {
+        self.parts.iter().all(|part| match part {
+            Part::Daily(daily) => daily.contains(now),
+            Part::Cron(cron) => cron.is_satisfied_by(now),
+        })
+    }
+}
+
+/// Parses every entry of an `excluded.periods` list, stopping at the first invalid one (reference:
+/// `CalendarUtils.validateExcludedPeriods`).
+///
+/// # Errors
+/// The first entry's [`ExcludedPeriodError`].
+pub fn parse_excluded_periods<S: AsRef<str>>(expressions: &[S]) -> Result<Vec<ExcludedPeriod>, ExcludedPeriodError> {
+    expressions.iter().map(|e| ExcludedPeriod::parse(e.as_ref())).collect()
+}
+
+/// Whether `now` (UTC) lies in any of `periods` (reference: `CalendarUtils.inExcludedPeriods`).
+pub fn is_excluded(periods: &[ExcludedPeriod], now: DateTime<Utc>) -> bool {
+    periods.iter().any(|p| p.contains(now))
+}
+
+// ------------------------------------------------------------------------------------------------
+// Daily ranges (Quartz DailyCalendar with invertTimeRange = true)
+// ------------------------------------------------------------------------------------------------
+
+/// A time-of-day range in milliseconds since midnight, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DailyRange {
+    start_ms: u32,
+    end_ms: u32,
+}
+
+impl DailyRange {
+    /// `start-end`; `None` if that is not a valid DailyCalendar range.
+    fn parse(text: &str) -> Option<Self> {
+        let pieces = java_split(text, "-");
+        let [start, end] = pieces.as_slice() else { return None };
+        let start_ms = time_of_day_ms(start)?;
+        let end_ms = time_of_day_ms(end)?;
+        // DailyCalendar requires the start strictly before the end (no range across midnight).
+        (start_ms < end_ms).then_some(Self { start_ms, end_ms })
+    }
+
+    fn contains(&self, now: DateTime<Utc>) -> bool {
+        let ms = now.num_seconds_from_midnight() * 1000 + now.timestamp_subsec_millis().min(999);
+        self.start_ms <= ms && ms <= self.end_ms
+    }
+}
+
+/// `HH:mm[:ss[:SSS]]` as DailyCalendar reads it: `:`-separated with empty pieces skipped
+/// (StringTokenizer), each an integer as `Integer.parseInt` reads it, hour 0-23, minute and second
+/// 0-59, millisecond 0-999.
+fn time_of_day_ms(text: &str) -> Option<u32> {
+    let fields: Vec<&str> = text.split(':').filter(|f| !f.is_empty()).collect();
+    if !(2..=4).contains(&fields.len()) {
+        return None;
+    }
+    let limits = [23, 59, 59, 999];
+    let mut values = [0u32; 4];
+    for (i, field) in fields.iter().enumerate() {
+        let v = java_parse_int(field)?;
+        values[i] = u32::try_from(v).ok().filter(|&v| v <= limits[i])?;
+    }
+    let [h, m, s, ms] = values;
+    Some(((h * 60 + m) * 60 + s) * 1000 + ms)
+}
+
+/// Java `Integer.parseInt`: optional sign, ASCII digits, no surrounding whitespace, i32 range.
+fn java_parse_int(text: &str) -> Option<i32> {
+    text.parse().ok()
+}
+
+// ------------------------------------------------------------------------------------------------
+// Quartz cron expressions (CronExpression 2.3)
+// ------------------------------------------------------------------------------------------------
+
+/// Marker Quartz stores for `*` next to the expanded values.
+const ALL_SPEC: i32 = 99;
+/// Marker Quartz stores for `?`.
+const NO_SPEC: i32 = 98;
+/// Quartz gives up looking for a fire time after this year, so later instants never match.
+const LAST_YEAR: i32 = 2999;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Second,
+    Minute,
+    Hour,
+    DayOfMonth,
+    Month,
+    DayOfWeek,
+    Year,
+}
+
+const FIELDS: [Field; 7] = [
+    Field::Second,
+    Field::Minute,
+    Field::Hour,
+    Field::DayOfMonth,
+    Field::Month,
+    Field::DayOfWeek,
+    Field::Year,
+];
+
+impl Field {
+    /// The smallest and largest value `*` or an open range expands to.
+    fn span(self) -> (i32, i32) {
+        match self {
+            Field::Second | Field::Minute => (0, 59),
+            Field::Hour => (0, 23),
+            Field::DayOfMonth => (1, 31),
+            Field::Month => (1, 12),
+            Field::DayOfWeek => (1, 7),
+            Field::Year => (1970, LAST_YEAR),
+        }
+    }
+}
+
+/// A parsed Quartz cron expression: the value set of every field plus the special day flags.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct QuartzCron {
+    sets: [BTreeSet<i32>; 7],
+    last_day_of_week: bool,
+    nth_day_of_week: i32,
+    last_day_of_month: bool,
+    nearest_weekday: bool,
+    last_day_offset: i32,
+}
+
+type CronResult<T> = Result<T, String>;
+
+/// A char at `i`, or the error Java's `charAt` would raise.
+fn char_at(s: &[char], i: usize) -> CronResult<char> {
+    s.get(i)
+        .copied()
+        .ok_or_else(|| format!("Illegal cron expression format (index {i} out of range)"))
+}
+
+fn digit_at(s: &[char], i: usize) -> CronResult<i32> {
+    let c = char_at(s, i)?;
+    c.to_digit(10)
+        .map(|d| d as i32)
+        .ok_or_else(|| format!("Illegal cron expression format (not a number: {c})"))
+}
+
+fn month_number(name: &str) -> Option<i32> {
+    const MONTHS: [&str; 12] = [
+        "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+    ];
+    MONTHS.iter().position(|m| *m == name).map(|p| p as i32 + 1)
+}
+
+fn day_of_week_number(name: &str) -> Option<i32> {
+    const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+    DAYS.iter().position(|d| *d == name).map(|p| p as i32 + 1)
+}
+
+/// Whether `s` is `L-<digits>[W]` (the relative last-day form that must not be read as a name).
+fn is_last_day_offset(s: &[char]) -> bool {
+    let Some(rest) = s.strip_prefix(&['L', '-']) else {
+        return false;
+    };
+    let rest = rest.strip_suffix(&['W']).unwrap_or(rest);
+    rest.iter().all(char::is_ascii_digit)
+}
+
+impl QuartzCron {
+    /// Parses `expression` with Quartz's rules and quirks (upper-cased first; fields separated by
+    /// spaces or tabs; a missing year means every year; tokens after the year are ignored; exactly
+    /// one of day-of-month and day-of-week must be `?`).
+    fn parse(expression: &str) -> CronResult<Self> {
+        let upper = expression.to_uppercase();
+        let mut cron = QuartzCron::default();
+        let mut field_index = 0;
+        for token in upper.split([' ', '\t']).filter(|t| !t.is_empty()) {
+            let Some(&field) = FIELDS.get(field_index) else { break };
+            let token = java_trim(token);
+            let has_l = token.contains('L') && token.chars().count() > 1 && token.contains(',');
+            if field == Field::DayOfMonth && has_l {
+                return Err(
+                    "Support for specifying 'L' and 'LW' with other days of the month is not implemented".into(),
+                );
+            }
+            if field == Field::DayOfWeek && has_l {
+                return Err("Support for specifying 'L' with other days of the week is not implemented".into());
+            }
+            if field == Field::DayOfWeek && token.matches('#').count() > 1 {
+                return Err("Support for specifying multiple \"nth\" days is not implemented.".into());
+            }
+            for value in token.split(',').filter(|v| !v.is_empty()) {
+                let chars: Vec<char> = value.chars().collect();
+                cron.store(&chars, field)?;
+            }
+            field_index += 1;
+        }
+        if field_index <= 5 {
+            return Err("Unexpected end of expression.".into());
+        }
+        if field_index <= 6 {
+            cron.store(&['*'], Field::Year)?;
+        }
+        let day_of_month_set = !cron.set(Field::DayOfMonth).contains(&NO_SPEC);
+        let day_of_week_set = !cron.set(Field::DayOfWeek).contains(&NO_SPEC);
+        if day_of_month_set == day_of_week_set {
+            return Err(
+                "Support for specifying both a day-of-week AND a day-of-month parameter is not implemented.".into(),
+            );
+        }
+        Ok(cron)
+    }
+
+    fn set(&self, field: Field) -> &BTreeSet<i32> {
+        &self.sets[field as usize]
+    }
+
+    fn set_mut(&mut self, field: Field) -> &mut BTreeSet<i32> {
+        &mut self.sets[field as usize]
+    }
+
+    /// One comma-separated item of a field (Quartz `storeExpressionVals`). Like Quartz, anything
+    /// after a complete item is ignored.
+    fn store(&mut self, s: &[char], field: Field) -> CronResult<()> {
+        let Some(&c) = s.first() else { return Ok(()) };
+        let len = s.len();
+        if c.is_ascii_uppercase() && s != ['L'] && s != ['L', 'W'] && !is_last_day_offset(s) {
+            return self.store_name(s, field);
+        }
+        match c {
+            '?' => {
+                if len > 2 && s[1] != ' ' && s[2] != '\t' {
+                    return Err(format!("Illegal character after '?': {}", s[1]));
+                }
+                if field != Field::DayOfWeek && field != Field::DayOfMonth {
+                    return Err("'?' can only be specified for Day-of-Month or Day-of-Week.".into());
+                }
+                if field == Field::DayOfWeek && !self.last_day_of_month {
+                    let last = self.set(Field::DayOfMonth).last().copied();
+                    match last {
+                        None => return Err("Illegal cron expression format (no day-of-month)".into()),
+                        Some(NO_SPEC) => {
+                            return Err("'?' can only be specified for Day-of-Month -OR- Day-of-Week.".into());
+                        }
+                        Some(_) => {}
+                    }
+                }
+                self.add_to_set(NO_SPEC, -1, 0, field)
+            }
+            '*' | '/' => {
+                if c == '*' && len == 1 {
+                    return self.add_to_set(ALL_SPEC, -1, 0, field);
+                }
+                if c == '/' && (len == 1 || s[1] == ' ' || s[1] == '\t') {
+                    return Err("'/' must be followed by an integer.".into());
+                }
+                let i = if c == '*' { 1 } else { 0 };
+                let increment = if char_at(s, i)? == '/' {
+                    if i + 1 >= len {
+                        return Err("Unexpected end of string.".into());
+                    }
+                    // Quartz reads the whole rest of the item as the increment.
+                    let rest: String = s[i + 1..].iter().collect();
+                    let increment = java_parse_int(&rest)
+                        .ok_or_else(|| format!("Illegal cron expression format (bad increment {rest})"))?;
+                    check_increment_range(increment, field)?;
+                    increment
+                } else {
+                    1
+                };
+                self.add_to_set(ALL_SPEC, -1, increment, field)
+            }
+            'L' => {
+                if field == Field::DayOfMonth {
+                    self.last_day_of_month = true;
+                }
+                if field == Field::DayOfWeek {
+                    // A bare `L` in day-of-week means Saturday (7), not "last".
+                    self.add_to_set(7, 7, 0, field)?;
+                }
+                let mut i = 1;
+                if field == Field::DayOfMonth && len > i {
+                    if s[i] == '-' {
+                        let (offset, pos) = get_value(0, s, i + 1)?;
+                        if offset > 30 {
+                            return Err("Offset from last day must be <= 30".into());
+                        }
+                        self.last_day_offset = offset;
+                        i = pos;
+                    }
+                    if len > i && s[i] == 'W' {
+                        self.nearest_weekday = true;
+                    }
+                }
+                Ok(())
+            }
+            '0'..='9' => {
+                let mut value = digit_at(s, 0)?;
+                if len == 1 {
+                    return self.add_to_set(value, -1, -1, field);
+                }
+                let mut i = 1;
+                if s[1].is_ascii_digit() {
+                    (value, i) = get_value(value, s, 1)?;
+                }
+                self.check_next(i, s, value, field)
+            }
+            other => Err(format!("Unexpected character: {other}")),
+        }
+    }
+
+    /// A month or day-of-week name item (`JAN`, `MON-FRI`, `FRI#2`, `FRIL`).
+    fn store_name(&mut self, s: &[char], field: Field) -> CronResult<()> {
+        let name_at = |i: usize| -> CronResult<String> {
+            s.get(i..i + 3)
+                .map(|n| n.iter().collect())
+                .ok_or_else(|| "Illegal cron expression format (name shorter than 3 letters)".to_owned())
+        };
+        let name = name_at(0)?;
+        let (start, mut end) = match field {
+            Field::Month => (
+                month_number(&name).ok_or_else(|| format!("Invalid Month value: '{name}'"))?,
+                -1,
+            ),
+            Field::DayOfWeek => (
+                day_of_week_number(&name).ok_or_else(|| format!("Invalid Day-of-Week value: '{name}'"))?,
+                -1,
+            ),
+            _ => return Err(format!("Illegal characters for this position: '{name}'")),
+        };
+        if let Some(&next) = s.get(3) {
+            match (field, next) {
+                (Field::Month, '-') => {
+                    let name = name_at(4)?;
+                    end = month_number(&name).ok_or_else(|| format!("Invalid Month value: '{name}'"))?;
+                }
+                (Field::DayOfWeek, '-') => {
+                    let name = name_at(4)?;
+                    end = day_of_week_number(&name).ok_or_else(|| format!("Invalid Day-of-Week value: '{name}'"))?;
+                }
+                (Field::DayOfWeek, '#') => {
+                    let rest: String = s[4..].iter().collect();
+                    self.nth_day_of_week = java_parse_int(&rest)
+                        .filter(|n| (1..=5).contains(n))
+                        .ok_or_else(|| "A numeric value between 1 and 5 must follow the '#' option".to_owned())?;
+                }
+                (Field::DayOfWeek, 'L') => self.last_day_of_week = true,
+                _ => {}
+            }
+        }
+        let increment = if end != -1 { 1 } else { 0 };
+        self.add_to_set(start, end, increment, field)
+    }
+
+    /// What follows a number: `L`, `W`, `#n`, `-end[/step]`, `/step` or nothing (Quartz `checkNext`).
+    fn check_next(&mut self, pos: usize, s: &[char], value: i32, field: Field) -> CronResult<()> {
+        let len = s.len();
+        if pos >= len {
+            return self.add_to_set(value, -1, -1, field);
+        }
+        match s[pos] {
+            'L' => {
+                if field != Field::DayOfWeek {
+                    return Err(format!("'L' option is not valid here. (pos={pos})"));
+                }
+                if !(1..=7).contains(&value) {
+                    return Err("Day-of-Week values must be between 1 and 7".into());
+                }
+                self.last_day_of_week = true;
+                self.set_mut(field).insert(value);
+                Ok(())
+            }
+            'W' => {
+                if field != Field::DayOfMonth {
+                    return Err(format!("'W' option is not valid here. (pos={pos})"));
+                }
+                self.nearest_weekday = true;
+                if value > 31 {
+                    return Err(
+                        "The 'W' option does not make sense with values larger than 31 (max number of days \
+                                in a month)"
+                            .into(),
+                    );
+                }
+                self.set_mut(field).insert(value);
+                Ok(())
+            }
+            '#' => {
+                if field != Field::DayOfWeek {
+                    return Err(format!("'#' option is not valid here. (pos={pos})"));
+                }
+                let rest: String = s[pos + 1..].iter().collect();
+                self.nth_day_of_week = java_parse_int(&rest)
+                    .filter(|n| (1..=5).contains(n))
+                    .ok_or_else(|| "A numeric value between 1 and 5 must follow the '#' option".to_owned())?;
+                self.set_mut(field).insert(value);
+                Ok(())
+            }
+            '-' => {
+                let mut i = pos + 1;
+                let first_digit = digit_at(s, i)?;
+                let mut end = first_digit;
+                i += 1;
+                if i >= len {
+                    return self.add_to_set(value, end, 1, field);
+                }
+                if s[i].is_ascii_digit() {
+                    (end, i) = get_value(first_digit, s, i)?;
+                }
+                if i < len && s[i] == '/' {
+                    i += 1;
+                    let step_digit = digit_at(s, i)?;
+                    i += 1;
+                    if i >= len {
+                        return self.add_to_set(value, end, step_digit, field);
+                    }
+                    if s[i].is_ascii_digit() {
+                        let (step, _) = get_value(step_digit, s, i)?;
+                        return self.add_to_set(value, end, step, field);
+                    }
+                    return self.add_to_set(value, end, step_digit, field);
+                }
+                self.add_to_set(value, end, 1, field)
+            }
+            '/' => {
+                if pos + 1 >= len || s[pos + 1] == ' ' || s[pos + 1] == '\t' {
+                    return Err("'/' must be followed by an integer.".into());
+                }
+                let step_digit = digit_at(s, pos + 1)?;
+                let i = pos + 2;
+                if i >= len {
+                    check_increment_range(step_digit, field)?;
+                    return self.add_to_set(value, -1, step_digit, field);
+                }
+                if s[i].is_ascii_digit() {
+                    let (step, _) = get_value(step_digit, s, i)?;
+                    check_increment_range(step, field)?;
+                    return self.add_to_set(value, -1, step, field);
+                }
+                Err(format!("Unexpected character '{}' after '/'", s[i]))
+            }
+            _ => self.add_to_set(value, -1, 0, field),
+        }
+    }
+
+    /// Adds `value`, or the range `value..=end` stepping by `increment`, to the field's set, with
+    /// Quartz's range checks and its wrap-around for reversed ranges (`22-2` hours, `FRI-MON`).
+    /// `increment` 0 or -1 means a single value.
+    fn add_to_set(&mut self, value: i32, end: i32, increment: i32, field: Field) -> CronResult<()> {
+        let special = value == ALL_SPEC || value == NO_SPEC;
+        match field {
+            Field::Second | Field::Minute if (!(0..=59).contains(&value) || end > 59) && value != ALL_SPEC => {
+                return Err("Minute and Second values must be between 0 and 59".into());
+            }
+            Field::Hour if (!(0..=23).contains(&value) || end > 23) && value != ALL_SPEC => {
+                return Err("Hour values must be between 0 and 23".into());
+            }
+            Field::DayOfMonth if (!(1..=31).contains(&value) || end > 31) && !special => {
+                return Err("Day of month values must be between 1 and 31".into());
+            }
+            Field::Month if (!(1..=12).contains(&value) || end > 12) && value != ALL_SPEC => {
+                return Err("Month values must be between 1 and 12".into());
+            }
+            Field::DayOfWeek if (value == 0 || value > 7 || end > 7) && !special => {
+                return Err("Day-of-Week values must be between 1 and 7".into());
+            }
+            _ => {}
+        }
+        if (increment == 0 || increment == -1) && value != ALL_SPEC {
+            self.set_mut(field).insert(if value != -1 { value } else { NO_SPEC });
+            return Ok(());
+        }
+        let mut increment = increment;
+        if value == ALL_SPEC && increment <= 0 {
+            increment = 1;
+            self.set_mut(field).insert(ALL_SPEC);
+        }
+        let (lowest, highest) = field.span();
+        let start = if value == -1 || value == ALL_SPEC {
+            lowest
+        } else {
+            value
+        };
+        let mut stop = if end == -1 { highest } else { end };
+        let mut wrap = None;
+        if stop < start {
+            let modulus = match field {
+                Field::Second | Field::Minute => 60,
+                Field::Hour => 24,
+                Field::Month => 12,
+                Field::DayOfWeek => 7,
+                Field::DayOfMonth => 31,
+                Field::Year => return Err("Illegal cron expression format (start year after stop year)".into()),
+            };
+            stop += modulus;
+            wrap = Some(modulus);
+        }
+        // Years after LAST_YEAR can never match, so a huge explicit year range stops there.
+        let stop = if field == Field::Year {
+            stop.min(LAST_YEAR)
+        } else {
+            stop
+        };
+        let one_based = matches!(field, Field::Month | Field::DayOfWeek | Field::DayOfMonth);
+        let set = self.set_mut(field);
+        let mut v = start;
+        while v <= stop {
+            let stored = match wrap {
+                None => v,
+                Some(m) if v % m == 0 && one_based => m,
+                Some(m) => v % m,
+            };
+            set.insert(stored);
+            match v.checked_add(increment) {
+                Some(next) => v = next,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the whole second of `at` is a fire time (Quartz `isSatisfiedBy`, which asks whether
+    /// the next fire time after one second earlier is exactly this second).
+    fn is_satisfied_by(&self, at: DateTime<Utc>) -> bool {
+        let year = at.year();
+        if year > LAST_YEAR {
+            return false;
+        }
+        let fields_match = [
+            (Field::Second, at.second() as i32),
+            (Field::Minute, at.minute() as i32),
+            (Field::Hour, at.hour() as i32),
+            (Field::Month, at.month() as i32),
+            (Field::Year, year),
+        ]
+        .iter()
+        .all(|&(field, value)| self.set(field).contains(&value));
+        fields_match && self.day_matches(at.date_naive())
+    }
+
+    fn day_matches(&self, date: NaiveDate) -> bool {
+        let day = date.day() as i32;
+        let last_day = last_day_of_month(date);
+        let java_day_of_week = date.weekday().number_from_sunday() as i32;
+        let day_of_month_set = !self.set(Field::DayOfMonth).contains(&NO_SPEC);
+        let day_of_week_set = !self.set(Field::DayOfWeek).contains(&NO_SPEC);
+        if day_of_month_set && !day_of_week_set {
+            if self.last_day_of_month {
+                let target = last_day - self.last_day_offset;
+                if self.nearest_weekday {
+                    day == nearest_weekday(date, target, last_day)
+                } else {
+                    day == target
+                }
+            } else if self.nearest_weekday {
+                // Quartz applies `W` to the smallest listed day.
+                match self.set(Field::DayOfMonth).first() {
+                    Some(&first) => day == nearest_weekday(date, first, last_day),
+                    None => false,
+                }
+            } else {
+                self.set(Field::DayOfMonth).contains(&day)
+            }
+        } else if day_of_week_set && !day_of_month_set {
+            let days = self.set(Field::DayOfWeek);
+            if self.last_day_of_week {
+                // The last such weekday of the month: no later one fits before the month ends.
+                days.first() == Some(&java_day_of_week) && day + 7 > last_day
+            } else if self.nth_day_of_week != 0 {
+                let week_of_month = (day + 6) / 7;
+                days.first() == Some(&java_day_of_week) && week_of_month == self.nth_day_of_week
+            } else {
+                days.contains(&java_day_of_week)
+            }
+        } else {
+            false
+        }
+    }
+}
+
+/// The day Quartz's `W` picks for `target` in `date`'s month: Saturday moves to Friday (or to
+/// Monday the 3rd when it is the 1st), Sunday to Monday (or to Friday when it is the last day).
+/// `target` may lie outside the month (an `L-n` offset or `31W` in April); Quartz then takes the
+/// weekday of the overflowing date, so this does too.
+fn nearest_weekday(date: NaiveDate, target: i32, last_day: i32) -> i32 {
+    let Some(first_of_month) = date.with_day(1) else {
+        return target;
+    };
+    let probe = first_of_month + chrono::Duration::days(i64::from(target) - 1);
+    match probe.weekday().number_from_sunday() {
+        7 if target == 1 => target + 2,
+        7 => target - 1,
+        1 if target == last_day => target - 2,
+        1 => target + 1,
+        _ => target,
+    }
+}
+
+fn last_day_of_month(date: NaiveDate) -> i32 {
+    let (y, m) = (date.year(), date.month());
+    let next = if m == 12 {
+        NaiveDate::from_ymd_opt(y + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(y, m + 1, 1)
+    };
+    next.and_then(|n| n.pred_opt()).map_or(31, |d| d.day() as i32)
+}
+
+/// Quartz `getValue`: `prefix` followed by the digits from `i`; returns the value and the position
+/// after it (one past the end when the digits run to the end, as Quartz does).
+fn get_value(prefix: i32, s: &[char], mut i: usize) -> CronResult<(i32, usize)> {
+    let mut text = prefix.to_string();
+    let mut c = char_at(s, i)?;
+    while c.is_ascii_digit() {
+        text.push(c);
+        i += 1;
+        match s.get(i) {
+            Some(&next) => c = next,
+            None => break,
+        }
+    }
+    let pos = if i < s.len() { i } else { i + 1 };
+    let value = text
+        .parse()
+        .map_err(|_| format!("Illegal cron expression format (number {text} too large)"))?;
+    Ok((value, pos))
+}
+
+fn check_increment_range(increment: i32, field: Field) -> CronResult<()> {
+    let limit = match field {
+        Field::Second | Field::Minute => 59,
+        Field::Hour => 23,
+        Field::DayOfMonth => 31,
+        Field::DayOfWeek => 7,
+        Field::Month => 12,
+        Field::Year => return Ok(()),
+    };
+    if increment > limit {
+        Err(format!("Increment > {} : {increment}", limit + 1))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failing fixture should fail the test loudly
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
+    }
+
+    fn period(e: &str) -> ExcludedPeriod {
+        ExcludedPeriod::parse(e).unwrap_or_else(|err| panic!("{e:?} should parse: {err}"))
+    }
+
+    fn cron(e: &str) -> QuartzCron {
+        QuartzCron::parse(e).unwrap_or_else(|err| panic!("{e:?} should parse: {err}"))
+    }
+
+    // 2023-12-14 is a Thursday (Quartz day-of-week 5).
+    const THU: (i32, u32, u32) = (2023, 12, 14);
+
+    #[test]
+    fn daily_ranges_include_both_ends() {
+        let p = period("09:13:17-11:15:18");
+        let (y, m, d) = THU;
+        assert!(!p.contains(at(y, m, d, 9, 13, 16)));
+        assert!(p.contains(at(y, m, d, 9, 13, 17)));
+        assert!(p.contains(at(y, m, d, 10, 0, 0)));
+        assert!(p.contains(at(y, m, d, 11, 15, 18)));
+        let just_after = at(y, m, d, 11, 15, 18) + chrono::Duration::milliseconds(1);
+        assert!(!p.contains(just_after));
+        // Minutes-only and millisecond forms.
+        assert!(period("9:30-10:00").contains(at(y, m, d, 9, 45, 0)));
+        let ms = period("10:00:00:500-10:00:01");
+        assert!(!ms.contains(at(y, m, d, 10, 0, 0)));
+        assert!(ms.contains(at(y, m, d, 10, 0, 0) + chrono::Duration::milliseconds(500)));
+    }
+
+    #[test]
+    fn the_reference_excluded_periods_test_in_utc() {
+        let (y, m, d) = THU;
+        let now = at(y, m, d, 14, 1, 30);
+        let two = parse_excluded_periods(&["09:13:17-11:15:18", "14:01:20-16:00:00"]).unwrap();
+        assert!(is_excluded(&two, now));
+        assert!(!is_excluded(&two, now - chrono::Duration::seconds(20))); // 14:01:10
+        assert!(is_excluded(&two, now - chrono::Duration::hours(4))); // 10:01:30
+
+        let hours = [period("* * 14-16 * * ?")];
+        assert!(is_excluded(&hours, now));
+        assert!(!is_excluded(&hours, now - chrono::Duration::seconds(100))); // 13:59:50
+
+        // Mondays and Thursdays, 14:01:20-16:00:00.
+        let mon_thu = [period("* * * ? * 2,5 && 14:01:20-16:00:00")];
+        assert!(is_excluded(&mon_thu, now));
+        assert!(!is_excluded(&mon_thu, now - chrono::Duration::days(1))); // Wednesday
+        assert!(is_excluded(&mon_thu, now - chrono::Duration::days(3))); // Monday
+        assert!(!is_excluded(&mon_thu, at(y, m, d, 16, 0, 1)));
+        assert!(!is_excluded(&mon_thu, at(y, m, d, 14, 1, 19)));
+        // The order of the two parts does not matter.
+        assert!(is_excluded(&[period("14:01:20-16:00:00&&* * * ? * MON,THU")], now));
+    }
+
+    #[test]
+    fn invalid_entries_get_the_reference_messages() {
+        let neither = |e: &str| ExcludedPeriodError::NeitherDailyNorCron {
+            expression: e.to_owned(),
+        };
+        let same = |e: &str| ExcludedPeriodError::SameKindTwice {
+            expression: e.to_owned(),
+        };
+        for e in [
+            "09:13:17-08:15:18",
+            "09:13:17-25:15:18",
+            "18:01:20-16:00:00",
+            "* * * ? * 2,5555",
+            "10:00-10:00",
+        ] {
+            assert_eq!(ExcludedPeriod::parse(e), Err(neither(e)), "{e}");
+        }
+        for e in [
+            "09:13:17-11:15:18 && 12:01:20-16:00:00",
+            "* * * ? * 2,5 && * * 11-13 * * ?",
+        ] {
+            assert_eq!(ExcludedPeriod::parse(e), Err(same(e)), "{e}");
+        }
+        let e = "* * * ? * 2,5 && 18:01:20-16:00:00";
+        assert_eq!(ExcludedPeriod::parse(e), Err(neither(e)));
+        let e = "10:00-11:00 && * * * ? * 2 && 12:00-13:00";
+        assert_eq!(
+            ExcludedPeriod::parse(e),
+            Err(ExcludedPeriodError::TooManyParts {
+                expression: e.to_owned()
+            })
+        );
+        assert_eq!(
+            ExcludedPeriod::parse("09:13:17-08:15:18").unwrap_err().to_string(),
+            "Invalid value 09:13:17-08:15:18 in the autoscaler config job.autoscaler.excluded.periods, the value is \
+             neither a valid daily expression nor a valid cron expression"
+        );
+        for e in [
+            "",
+            "garbage",
+            "10:00 - 11:00",
+            "10-11",
+            "10:00:00:00:00-11:00",
+            "-10:00",
+            "&&10:00-11:00",
+        ] {
+            assert!(ExcludedPeriod::parse(e).is_err(), "{e:?} should be rejected");
+        }
+        assert_eq!(
+            parse_excluded_periods(&["10:00-11:00", "bad"])
+                .unwrap_err()
+                .expression(),
+            "bad"
+        );
+    }
+
+    #[test]
+    fn split_quirks_follow_java() {
+        // A trailing "&&" or "-" leaves an empty last piece that String.split drops.
+        assert!(period("10:00-11:00&&").contains(at(2024, 1, 1, 10, 30, 0)));
+        assert!(period("10:00-11:00-").contains(at(2024, 1, 1, 10, 30, 0)));
+        // A bare "&&" has no part, so every instant is excluded, as in the reference.
+        assert!(period("&&").contains(at(2024, 1, 1, 0, 0, 0)));
+    }
+
+    #[test]
+    fn cron_fields_seconds_minutes_hours_and_names() {
+        let c = cron("0 0 12 ? * MON-FRI");
+        assert!(c.is_satisfied_by(at(2024, 5, 1, 12, 0, 0))); // Wednesday
+        assert!(!c.is_satisfied_by(at(2024, 5, 1, 12, 0, 1)));
+        assert!(!c.is_satisfied_by(at(2024, 5, 4, 12, 0, 0))); // Saturday
+        let c = cron("0/15 30 9-17/4 * JAN,jul ?");
+        assert!(c.is_satisfied_by(at(2024, 7, 3, 13, 30, 45)));
+        assert!(!c.is_satisfied_by(at(2024, 7, 3, 11, 30, 45))); // hours 9, 13, 17 only
+        assert!(!c.is_satisfied_by(at(2024, 7, 3, 13, 30, 44)));
+        assert!(!c.is_satisfied_by(at(2024, 6, 3, 13, 30, 45)));
+        // Sub-second precision is ignored.
+        assert!(c.is_satisfied_by(at(2024, 7, 3, 13, 30, 45) + chrono::Duration::milliseconds(999)));
+        // Hour range across midnight.
+        let c = cron("* * 22-2 * * ?");
+        assert!(c.is_satisfied_by(at(2024, 1, 1, 23, 0, 0)));
+        assert!(c.is_satisfied_by(at(2024, 1, 1, 1, 59, 59)));
+        assert!(!c.is_satisfied_by(at(2024, 1, 1, 3, 0, 0)));
+        // Day-of-week range across the week end: FRI-MON = 6,7,1,2.
+        let c = cron("* * * ? * FRI-MON");
+        assert!(c.is_satisfied_by(at(2024, 5, 5, 0, 0, 0))); // Sunday
+        assert!(!c.is_satisfied_by(at(2024, 5, 7, 0, 0, 0))); // Tuesday
+    }
+
+    #[test]
+    fn day_of_week_is_one_based_from_sunday() {
+        let sunday = cron("* * * ? * 1");
+        assert!(sunday.is_satisfied_by(at(2024, 5, 5, 10, 0, 0)));
+        assert!(!sunday.is_satisfied_by(at(2024, 5, 6, 10, 0, 0)));
+        let saturday = cron("* * * ? * 7");
+        assert!(saturday.is_satisfied_by(at(2024, 5, 4, 10, 0, 0)));
+        // A bare L in day-of-week is Saturday.
+        assert!(cron("* * * ? * L").is_satisfied_by(at(2024, 5, 4, 10, 0, 0)));
+        assert!(!cron("* * * ? * L").is_satisfied_by(at(2024, 5, 31, 10, 0, 0)));
+    }
+
+    #[test]
+    fn last_nearest_and_nth_days() {
+        // Last day of the month, and three days before it.
+        assert!(cron("* * * L * ?").is_satisfied_by(at(2024, 2, 29, 0, 0, 0)));
+        assert!(!cron("* * * L * ?").is_satisfied_by(at(2024, 2, 28, 0, 0, 0)));
+        assert!(cron("* * * L-3 * ?").is_satisfied_by(at(2024, 4, 27, 0, 0, 0)));
+        // LW: the last weekday. 2024-03-31 is a Sunday, so Friday the 29th.
+        assert!(cron("* * * LW * ?").is_satisfied_by(at(2024, 3, 29, 0, 0, 0)));
+        assert!(!cron("* * * LW * ?").is_satisfied_by(at(2024, 3, 31, 0, 0, 0)));
+        // 15W: 2024-06-15 is a Saturday, so Friday the 14th.
+        assert!(cron("* * * 15W * ?").is_satisfied_by(at(2024, 6, 14, 0, 0, 0)));
+        assert!(!cron("* * * 15W * ?").is_satisfied_by(at(2024, 6, 15, 0, 0, 0)));
+        // 1W: 2024-06-01 is a Saturday, so Monday the 3rd (never the previous month).
+        assert!(cron("* * * 1W * ?").is_satisfied_by(at(2024, 6, 3, 0, 0, 0)));
+        // 6L: the last Friday; 2024-05-31 is one, 2024-05-24 is not the last.
+        assert!(cron("* * * ? * 6L").is_satisfied_by(at(2024, 5, 31, 0, 0, 0)));
+        assert!(!cron("* * * ? * 6L").is_satisfied_by(at(2024, 5, 24, 0, 0, 0)));
+        assert!(cron("* * * ? * FRIL").is_satisfied_by(at(2024, 5, 31, 0, 0, 0)));
+        // 2#1: the first Monday; 2024-05-06 yes, 2024-05-13 no.
+        assert!(cron("* * * ? * 2#1").is_satisfied_by(at(2024, 5, 6, 0, 0, 0)));
+        assert!(!cron("* * * ? * 2#1").is_satisfied_by(at(2024, 5, 13, 0, 0, 0)));
+        assert!(cron("* * * ? * MON#2").is_satisfied_by(at(2024, 5, 13, 0, 0, 0)));
+    }
+
+    #[test]
+    fn years_and_extra_tokens() {
+        let c = cron("0 0 0 1 1 ? 2025");
+        assert!(c.is_satisfied_by(at(2025, 1, 1, 0, 0, 0)));
+        assert!(!c.is_satisfied_by(at(2026, 1, 1, 0, 0, 0)));
+        let c = cron("0 0 0 1 1 ? 2024-2026/2");
+        assert!(c.is_satisfied_by(at(2026, 1, 1, 0, 0, 0)));
+        assert!(!c.is_satisfied_by(at(2025, 1, 1, 0, 0, 0)));
+        // Quartz ignores tokens after the year and accepts tabs and repeated spaces.
+        assert!(cron("0\t0  0 1 1 ? 2025 whatever").is_satisfied_by(at(2025, 1, 1, 0, 0, 0)));
+        assert!(!cron("* * * * * ? *").is_satisfied_by(at(3000, 1, 1, 0, 0, 0)));
+    }
+
+    #[test]
+    fn steps_from_star_and_slash() {
+        let c = cron("*/20 * * * * ?");
+        for (s, want) in [(0, true), (20, true), (40, true), (10, false)] {
+            assert_eq!(c.is_satisfied_by(at(2024, 1, 1, 0, 0, s)), want, "second {s}");
+        }
+        let c = cron("/20 * * * * ?");
+        assert!(c.is_satisfied_by(at(2024, 1, 1, 0, 0, 40)));
+        let c = cron("5/20 * * * * ?");
+        assert!(c.is_satisfied_by(at(2024, 1, 1, 0, 0, 45)));
+        assert!(!c.is_satisfied_by(at(2024, 1, 1, 0, 0, 40)));
+    }
+
+    #[test]
+    fn invalid_cron_expressions_are_rejected() {
+        for e in [
+            "* * * * * *",           // neither day field is '?'
+            "* * * ? * ?",           // both are
+            "* * * ? *",             // too few fields
+            "* * * ? * 8",           // day-of-week out of range
+            "* * * ? * 0",           // day-of-week 0
+            "60 * * ? * *",          // second out of range
+            "* * 24 ? * *",          // hour out of range
+            "* * * 32 * ?",          // day out of range
+            "* * * 0 * ?",           // day 0
+            "* * * ? 13 *",          // month out of range
+            "* * * ? FOO *",         // bad month name
+            "* * * ? * FUN",         // bad day name
+            "* * MON ? * *",         // name in the wrong field
+            "* * * ? * 2#6",         // nth out of range
+            "* * * ? * 2#1,3#2",     // two nth
+            "* * * L,5 * ?",         // L with other days
+            "* * * ? * 5L,6",        // L with other days of week
+            "*/60 * * ? * *",        // increment too large
+            "* ? * * * *",           // ? in minutes
+            "* * * 5L * ?",          // L after a day of month
+            "* * * ? * 5W",          // W in day-of-week
+            "* * * 5#2 * ?",         // # in day-of-month
+            "* * * L-31 * ?",        // offset too large
+            "* * * ? * 2-",          // dangling range
+            "* * * ? * 2/",          // dangling step
+            "* * * ? * 2/x",         // step is not a number
+            "* * * ? * MO",          // short name
+            "* * * ? * * 2030-2020", // reversed years
+            "& * * ? * *",           // bad character
+        ] {
+            assert!(QuartzCron::parse(e).is_err(), "{e:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn quartz_leniencies_are_kept() {
+        // Lower-case names, trailing junk after a complete item, `*5` meaning every value.
+        assert!(cron("* * * ? * mon").is_satisfied_by(at(2024, 5, 6, 0, 0, 0)));
+        assert!(cron("* * * ? * 5X").is_satisfied_by(at(2024, 5, 2, 0, 0, 0)));
+        assert!(cron("*5 * * ? * *").is_satisfied_by(at(2024, 5, 2, 0, 0, 7)));
+        // A step of 0 after a value is that single value.
+        let c = cron("5/0 * * ? * *");
+        assert!(c.is_satisfied_by(at(2024, 5, 2, 0, 0, 5)));
+        assert!(!c.is_satisfied_by(at(2024, 5, 2, 0, 0, 6)));
+    }
+}

@@ -1,0 +1,513 @@
+//! Option validation before a standalone cycle (reference: `AutoscalerValidator.validateAutoscalerOptions`,
+//! anchor-features §1.5).
+//!
+//! Runs only when `job.autoscaler.enabled` is true and reports the first problem:
+//! range checks of the utilization, scale-factor and memory-threshold options; the
+//! observed-scalability, scaling-effectiveness and memory-tuning ranges only when their feature is
+//! enabled; then every `excluded.periods` entry must parse.
+//!
+//! ```
+//! use autoscaler_core::Configuration;
+//! use autoscaler_core::validator::validate;
+//! let conf = Configuration::from_iter([
+//!     ("job.autoscaler.enabled", "true"),
+//!     ("job.autoscaler.utilization.target", "0.7"),
+//!     ("job.autoscaler.utilization.max", "0.5"),
+//! ]);
+//! assert_eq!(
+//!     validate(&conf).unwrap_err().to_string(),
+//!     "The AutoScalerOption job.autoscaler.utilization.max is invalid, it should be a value within the range [0.7, 1.0]"
+//! );
+//! ```
+
+use crate::config::Configuration;
+use crate::excluded_periods::{ExcludedPeriod, ExcludedPeriodError};
+use crate::options::{
+    AUTOSCALER_PREFIX, AutoScalerOptions, OptionsError, option_keys, parse_bool, parse_double, parse_list,
+};
+
+/// Why the options are rejected. The first three variants are the reference's validation messages
+/// (the standalone loop reports them as an `AutoScaler Options Validation` warning and skips the
+/// cycle); [`ValidationError::Unreadable`] is a value the reference fails to read while validating,
+/// which it surfaces as an exception (an `AutoscalerError`) instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValidationError {
+    /// A number outside its allowed range; an absent bound is open.
+    #[error(
+        "The AutoScalerOption {key} is invalid, it should be a value within the range [{}, {}]",
+        java_bound(*.min, "-Infinity"),
+        java_bound(*.max, "+Infinity")
+    )]
+    OutOfRange {
+        /// The option's canonical key.
+        key: String,
+        /// Lower bound, if any.
+        min: Option<f64>,
+        /// Upper bound, if any.
+        max: Option<f64>,
+    },
+    /// A range-checked option whose value is not a number.
+    #[error("Invalid value in the autoscaler config {key}")]
+    InvalidNumber {
+        /// The option's canonical key.
+        key: String,
+        /// The offending value.
+        value: String,
+    },
+    /// An `excluded.periods` entry that does not parse.
+    #[error(transparent)]
+    ExcludedPeriod(#[from] ExcludedPeriodError),
+    /// A value the validator has to read but cannot parse outside a range check (`enabled`, a feature
+    /// flag, `utilization.target` used as a bound, the `excluded.periods` list itself).
+    #[error(transparent)]
+    Unreadable(#[from] OptionsError),
+}
+
+fn java_bound(bound: Option<f64>, open: &str) -> String {
+    bound.map_or_else(|| open.to_owned(), java_double_to_string)
+}
+
+/// Validates the autoscaler options of `conf` as the reference's standalone executor does before
+/// each cycle. Nothing is checked when `job.autoscaler.enabled` is false.
+///
+/// # Errors
+/// The first [`ValidationError`], in the reference's order.
+pub fn validate(conf: &Configuration) -> Result<(), ValidationError> {
+    if !flag(conf, "enabled", false)? {
+        return Ok(());
+    }
+    let defaults = AutoScalerOptions::default();
+    // The reference builds every check's result before picking the first failure, so a value it
+    // cannot read outside a range check (the target as a bound, a feature flag, the period list)
+    // raises even when an earlier range check already failed.
+    let mut checks: Vec<Option<ValidationError>> = vec![
+        check_number(
+            conf,
+            "scale-down.max-factor",
+            Some(defaults.scale_down_max_factor),
+            Some(0.0),
+            None,
+        ),
+        check_number(
+            conf,
+            "scale-up.max-factor",
+            Some(defaults.scale_up_max_factor),
+            Some(0.0),
+            None,
+        ),
+        check_number(
+            conf,
+            "utilization.target",
+            Some(defaults.utilization_target),
+            Some(0.0),
+            Some(1.0),
+        ),
+        check_number(
+            conf,
+            "target.utilization.boundary",
+            Some(defaults.target_utilization_boundary),
+            Some(0.0),
+            None,
+        ),
+    ];
+    let target = number(conf, "utilization.target")?.unwrap_or(defaults.utilization_target);
+    checks.push(check_number(conf, "utilization.max", None, Some(target), Some(1.0)));
+    checks.push(check_number(conf, "utilization.min", None, Some(0.0), Some(target)));
+    checks.push(check_number(
+        conf,
+        "memory.gc-pressure.threshold",
+        Some(defaults.gc_pressure_threshold),
+        Some(0.0),
+        Some(1.0),
+    ));
+    checks.push(check_number(
+        conf,
+        "memory.heap-usage.threshold",
+        Some(defaults.heap_usage_threshold),
+        Some(0.0),
+        Some(1.0),
+    ));
+    // Feature-gated: an out-of-range value is harmless while the feature is off.
+    if flag(
+        conf,
+        "observed-scalability.enabled",
+        defaults.observed_scalability_enabled,
+    )? {
+        checks.push(check_number(
+            conf,
+            "observed-scalability.coefficient-min",
+            Some(defaults.observed_scalability_coefficient_min),
+            Some(0.01),
+            Some(1.0),
+        ));
+    }
+    if flag(
+        conf,
+        "scaling.effectiveness.detection.enabled",
+        defaults.scaling_effectiveness_detection_enabled,
+    )? {
+        checks.push(check_number(
+            conf,
+            "scaling.effectiveness.threshold",
+            Some(defaults.scaling_effectiveness_threshold),
+            Some(0.0),
+            Some(1.0),
+        ));
+    }
+    if flag(conf, "memory.tuning.enabled", defaults.memory_tuning_enabled)? {
+        checks.push(check_number(
+            conf,
+            "memory.tuning.overhead",
+            Some(defaults.memory_tuning_overhead),
+            Some(0.0),
+            Some(1.0),
+        ));
+    }
+    checks.push(check_excluded_periods(conf)?);
+    match checks.into_iter().flatten().next() {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// The raw value of option `name` and the key it came from.
+fn raw<'c>(conf: &'c Configuration, name: &str) -> Option<(String, &'c str)> {
+    option_keys(name)
+        .into_iter()
+        .find_map(|key| conf.get(&key).map(|value| (key, value)))
+}
+
+fn unreadable(key: String, value: &str, reason: String) -> ValidationError {
+    ValidationError::Unreadable(OptionsError::InvalidValue {
+        key,
+        value: value.to_owned(),
+        reason,
+    })
+}
+
+fn flag(conf: &Configuration, name: &str, default: bool) -> Result<bool, ValidationError> {
+    match raw(conf, name) {
+        None => Ok(default),
+        Some((key, value)) => parse_bool(value).map_err(|reason| unreadable(key, value, reason)),
+    }
+}
+
+fn number(conf: &Configuration, name: &str) -> Result<Option<f64>, ValidationError> {
+    match raw(conf, name) {
+        None => Ok(None),
+        Some((key, value)) => parse_double(value)
+            .map(Some)
+            .map_err(|reason| unreadable(key, value, reason)),
+    }
+}
+
+/// One range check (reference `validateNumber`): the option's value, or its default, must lie in
+/// `[min, max]`; NaN passes because every comparison with it is false; an unset option without a
+/// default passes; an unparsable value gives [`ValidationError::InvalidNumber`].
+fn check_number(
+    conf: &Configuration,
+    name: &str,
+    default: Option<f64>,
+    min: Option<f64>,
+    max: Option<f64>,
+) -> Option<ValidationError> {
+    let key = format!("{AUTOSCALER_PREFIX}{name}");
+    let value = match raw(conf, name) {
+        None => default?,
+        Some((_, text)) => match parse_double(text) {
+            Ok(v) => v,
+            Err(_) => {
+                return Some(ValidationError::InvalidNumber {
+                    key,
+                    value: text.to_owned(),
+                });
+            }
+        },
+    };
+    let below = min.is_some_and(|m| value < m);
+    let above = max.is_some_and(|m| value > m);
+    (below || above).then_some(ValidationError::OutOfRange { key, min, max })
+}
+
+fn check_excluded_periods(conf: &Configuration) -> Result<Option<ValidationError>, ValidationError> {
+    let Some((key, value)) = raw(conf, "excluded.periods") else {
+        return Ok(None);
+    };
+    let entries = parse_list(value).map_err(|reason| unreadable(key, value, reason))?;
+    Ok(entries
+        .iter()
+        .find_map(|e| ExcludedPeriod::parse(e).err())
+        .map(ValidationError::from))
+}
+
+/// Java's `Double.toString`: `NaN`, `Infinity`, `-Infinity`, `0.0`; plain decimal notation with at
+/// least one fractional digit for magnitudes in [10^-3, 10^7); otherwise `d.dddE±n`. The digits are
+/// the shortest that round-trip (as in current JDKs).
+///
+/// ```
+/// use autoscaler_core::validator::java_double_to_string;
+/// assert_eq!(java_double_to_string(0.0), "0.0");
+/// assert_eq!(java_double_to_string(0.7), "0.7");
+/// assert_eq!(java_double_to_string(100000.0), "100000.0");
+/// assert_eq!(java_double_to_string(1.0e7), "1.0E7");
+/// assert_eq!(java_double_to_string(1.0e-4), "1.0E-4");
+/// ```
+pub fn java_double_to_string(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".to_owned();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
+    }
+    let sign = if x < 0.0 { "-" } else { "" };
+    // `{:e}` gives the shortest round-tripping digits as `d.ddde<exp>`.
+    let sci = format!("{:e}", x.abs());
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let magnitude = x.abs();
+    if (1e-3..1e7).contains(&magnitude) {
+        let point = exponent + 1; // digits before the decimal point
+        let (int_part, frac_part) = if point <= 0 {
+            (
+                "0".to_owned(),
+                format!("{}{digits}", "0".repeat(point.unsigned_abs() as usize)),
+            )
+        } else {
+            let point = point as usize;
+            if digits.len() <= point {
+                (format!("{digits:0<point$}"), String::new())
+            } else {
+                (digits[..point].to_owned(), digits[point..].to_owned())
+            }
+        };
+        let frac_part = if frac_part.is_empty() {
+            "0".to_owned()
+        } else {
+            frac_part
+        };
+        format!("{sign}{int_part}.{frac_part}")
+    } else {
+        let (first, rest) = digits.split_at(1);
+        let rest = if rest.is_empty() { "0" } else { rest };
+        format!("{sign}{first}.{rest}E{exponent}")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failing fixture should fail the test loudly
+mod tests {
+    use super::*;
+
+    fn conf(pairs: &[(&str, &str)]) -> Configuration {
+        let mut c = Configuration::from_iter([("job.autoscaler.enabled", "true")]);
+        for (k, v) in pairs {
+            c.set(*k, *v);
+        }
+        c
+    }
+
+    fn message(pairs: &[(&str, &str)]) -> Option<String> {
+        validate(&conf(pairs)).err().map(|e| e.to_string())
+    }
+
+    fn range(key: &str, min: &str, max: &str) -> Option<String> {
+        Some(format!(
+            "The AutoScalerOption job.autoscaler.{key} is invalid, it should be a value within the range [{min}, {max}]"
+        ))
+    }
+
+    #[test]
+    fn defaults_are_valid_and_disabled_skips_everything() {
+        assert_eq!(message(&[]), None);
+        let disabled = Configuration::from_iter([
+            ("job.autoscaler.enabled", "false"),
+            ("job.autoscaler.utilization.target", "7"),
+            ("job.autoscaler.excluded.periods", "nonsense"),
+        ]);
+        assert_eq!(validate(&disabled), Ok(()));
+        assert_eq!(validate(&Configuration::new()), Ok(()));
+    }
+
+    #[test]
+    fn range_checks_use_the_reference_message() {
+        let k = "job.autoscaler.";
+        assert_eq!(
+            message(&[(&format!("{k}scale-down.max-factor"), "-0.1")]),
+            range("scale-down.max-factor", "0.0", "+Infinity")
+        );
+        assert_eq!(
+            message(&[(&format!("{k}scale-up.max-factor"), "-1")]),
+            range("scale-up.max-factor", "0.0", "+Infinity")
+        );
+        assert_eq!(
+            message(&[(&format!("{k}utilization.target"), "1.1")]),
+            range("utilization.target", "0.0", "1.0")
+        );
+        assert_eq!(
+            message(&[(&format!("{k}utilization.target"), "-0.1")]),
+            range("utilization.target", "0.0", "1.0")
+        );
+        assert_eq!(
+            message(&[(&format!("{k}target.utilization.boundary"), "-0.3")]),
+            range("target.utilization.boundary", "0.0", "+Infinity")
+        );
+        // utilization.max must lie in [target, 1], utilization.min in [0, target].
+        assert_eq!(
+            message(&[(&format!("{k}utilization.max"), "0.6")]),
+            range("utilization.max", "0.7", "1.0")
+        );
+        assert_eq!(
+            message(&[(&format!("{k}utilization.max"), "1.01")]),
+            range("utilization.max", "0.7", "1.0")
+        );
+        assert_eq!(
+            message(&[(&format!("{k}utilization.min"), "0.8")]),
+            range("utilization.min", "0.0", "0.7")
+        );
+        assert_eq!(
+            message(&[
+                (&format!("{k}utilization.target"), "0.5"),
+                (&format!("{k}utilization.min"), "0.55")
+            ]),
+            range("utilization.min", "0.0", "0.5")
+        );
+        assert_eq!(
+            message(&[
+                (&format!("{k}utilization.max"), "0.7"),
+                (&format!("{k}utilization.min"), "0.7")
+            ]),
+            None
+        );
+        assert_eq!(
+            message(&[(&format!("{k}memory.gc-pressure.threshold"), "1.5")]),
+            range("memory.gc-pressure.threshold", "0.0", "1.0")
+        );
+        assert_eq!(
+            message(&[(&format!("{k}memory.heap-usage.threshold"), "-1")]),
+            range("memory.heap-usage.threshold", "0.0", "1.0")
+        );
+        // A fallback key is read but the message names the canonical key.
+        assert_eq!(
+            message(&[("kubernetes.operator.job.autoscaler.scale-down.max-factor", "-2")]),
+            range("scale-down.max-factor", "0.0", "+Infinity")
+        );
+        // NaN compares false with every bound, so it passes as in Java.
+        assert_eq!(message(&[(&format!("{k}utilization.max"), "NaN")]), None);
+    }
+
+    #[test]
+    fn the_first_failing_check_wins() {
+        let k = "job.autoscaler.";
+        assert_eq!(
+            message(&[
+                (&format!("{k}memory.heap-usage.threshold"), "2"),
+                (&format!("{k}scale-up.max-factor"), "-1")
+            ]),
+            range("scale-up.max-factor", "0.0", "+Infinity")
+        );
+    }
+
+    #[test]
+    fn feature_gated_ranges_apply_only_when_the_feature_is_on() {
+        let k = "job.autoscaler.";
+        let coefficient = (format!("{k}observed-scalability.coefficient-min"), "0.001");
+        let threshold = (format!("{k}scaling.effectiveness.threshold"), "1.2");
+        let overhead = (format!("{k}memory.tuning.overhead"), "-0.2");
+        let off: Vec<(&str, &str)> = [&coefficient, &threshold, &overhead]
+            .iter()
+            .map(|(a, b)| (a.as_str(), *b))
+            .collect();
+        assert_eq!(message(&off), None);
+        let with = |flag: &str| {
+            let mut pairs = off.clone();
+            pairs.push((flag, "true"));
+            message(&pairs)
+        };
+        assert_eq!(
+            with("job.autoscaler.observed-scalability.enabled"),
+            range("observed-scalability.coefficient-min", "0.01", "1.0")
+        );
+        assert_eq!(
+            with("job.autoscaler.scaling.effectiveness.detection.enabled"),
+            range("scaling.effectiveness.threshold", "0.0", "1.0")
+        );
+        assert_eq!(
+            with("job.autoscaler.memory.tuning.enabled"),
+            range("memory.tuning.overhead", "0.0", "1.0")
+        );
+    }
+
+    #[test]
+    fn unparsable_numbers_and_flags() {
+        assert_eq!(
+            message(&[("job.autoscaler.scale-down.max-factor", "lots")]),
+            Some("Invalid value in the autoscaler config job.autoscaler.scale-down.max-factor".into())
+        );
+        // The target is also read as a bound outside any check: the reference throws.
+        let err = validate(&conf(&[("job.autoscaler.utilization.target", "high")])).unwrap_err();
+        assert!(matches!(err, ValidationError::Unreadable(_)), "{err:?}");
+        let err = validate(&conf(&[("job.autoscaler.memory.tuning.enabled", "yes")])).unwrap_err();
+        assert!(matches!(err, ValidationError::Unreadable(_)), "{err:?}");
+        let bad_enabled = Configuration::from_iter([("job.autoscaler.enabled", "1")]);
+        assert!(matches!(validate(&bad_enabled), Err(ValidationError::Unreadable(_))));
+    }
+
+    #[test]
+    fn excluded_periods_must_parse() {
+        assert_eq!(
+            message(&[("job.autoscaler.excluded.periods", "09:13:17-11:15:18;14:01:20-16:00:00")]),
+            None
+        );
+        assert_eq!(
+            message(&[("job.autoscaler.excluded.periods", "09:13:17-11:15:18;18:01:20-16:00:00")]),
+            Some(
+                "Invalid value 18:01:20-16:00:00 in the autoscaler config job.autoscaler.excluded.periods, the value \
+                 is neither a valid daily expression nor a valid cron expression"
+                    .into()
+            )
+        );
+        assert_eq!(
+            message(&[("job.autoscaler.excluded.periods", "* * * ? * 2,5 && * * 11-13 * * ?")]),
+            Some(
+                "Invalid value * * * ? * 2,5 && * * 11-13 * * ? in the autoscaler config \
+                 job.autoscaler.excluded.periods, the value can not be configured as dailyExpression && \
+                 dailyExpression or cronExpression && cronExpression"
+                    .into()
+            )
+        );
+        // Range problems come before period problems.
+        assert_eq!(
+            message(&[
+                ("job.autoscaler.excluded.periods", "bad"),
+                ("job.autoscaler.utilization.target", "2")
+            ]),
+            range("utilization.target", "0.0", "1.0")
+        );
+    }
+
+    #[test]
+    fn java_double_formatting() {
+        for (x, s) in [
+            (0.0, "0.0"),
+            (1.0, "1.0"),
+            (0.01, "0.01"),
+            (0.001, "0.001"),
+            (0.0001, "1.0E-4"),
+            (0.7, "0.7"),
+            (123.456, "123.456"),
+            (9_999_999.0, "9999999.0"),
+            (10_000_000.0, "1.0E7"),
+            (1.5e10, "1.5E10"),
+            (-2.5, "-2.5"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ] {
+            assert_eq!(java_double_to_string(x), s, "{x}");
+        }
+    }
+}
