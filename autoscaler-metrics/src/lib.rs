@@ -16,6 +16,7 @@ mod metric;
 mod topology;
 mod window;
 
+pub mod collection;
 pub mod json_number;
 
 pub use collected::{CollectedMetrics, MetricHistory};

@@ -1,4 +1,87 @@
 //! # autoscaler-realizer
 //!
-//! Adapters to a real Flink cluster: the REST client, metrics collection over REST, the rescale-API
-//! realizer, the cluster job list fetcher and the cooldown governor.
+//! Adapters between the autoscaler and a real Flink cluster, all over Flink's REST API:
+//!
+//! | part | does | reference |
+//! |---|---|---|
+//! | [`FlinkRestClient`] ([`rest`]) | typed client of the endpoints below; per-request timeouts, bounded retries with backoff for GETs, TLS, an auth header; [`RestError`] names endpoint and status | Flink `RestClusterClient` |
+//! | [`RestMetricsCollector`] | [`MetricsCollector`](autoscaler_core::MetricsCollector): topology, `job_running_since` and the scaling metrics of one job | `RestApiMetricsCollector`, `ScalingMetricCollector` |
+//! | [`RescaleApiScalingRealizer`] | [`ScalingRealizer`](autoscaler_core::ScalingRealizer): in-place rescale through `PUT /jobs/<id>/resource-requirements` | standalone `RescaleApiScalingRealizer` |
+//! | [`CooldownRealizer`] | wraps any realizer with the adaptive scheduler's `scaling-interval.min`/`.max` cooldown | adaptive scheduler |
+//! | [`FlinkClusterJobListFetcher`] | [`JobListFetcher`](autoscaler_core::JobListFetcher): the jobs of one cluster with their configuration | standalone `FlinkClusterJobListFetcher` |
+//!
+//! The conversion from aggregated Flink metrics to scaling metrics is pure and lives in
+//! [`autoscaler_metrics::collection`], so simulators reuse it without HTTP.
+//!
+//! Endpoints used: `GET /jobs/overview`, `GET /jobs/<id>` (details with vertices and plan),
+//! `GET /jobs/<id>/plan`, `GET /jobs/<id>/config`, `GET /jobs/<id>/jobmanager/config`,
+//! `GET /jobmanager/config`, `GET /jobs/<id>/vertices/<vid>/subtasks/metrics[?get=..&agg=..]`,
+//! `GET /jobs/<id>/vertices/<vid>/metrics?get=..`, `GET /taskmanagers/metrics?get=..&agg=..`,
+//! `GET /jobmanager/metrics?get=..`, `GET`/`PUT /jobs/<id>/resource-requirements`.
+//!
+//! # Wiring
+//!
+//! The fetcher produces [`BasicJobContext<String, FlinkRestClient>`](autoscaler_core::BasicJobContext)
+//! (job key = job id); the collector and realizer reach the client through [`FlinkRestContext`],
+//! implemented for that context (implement it on your own context type to reuse them).
+//!
+//! ```no_run
+//! use autoscaler_core::{BasicJobContext, Configuration, JobListFetcher, LoggingEventHandler, MetricsCollector, ScalingRealizer};
+//! use autoscaler_realizer::{
+//!     CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
+//!     RestClientConfig, RestMetricsCollector,
+//! };
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! type Ctx = BasicJobContext<String, FlinkRestClient>;
+//! # async fn wire() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = FlinkRestClient::new(
+//!     "http://127.0.0.1:8081",
+//!     RestClientConfig { timeout: Duration::from_secs(10), retries: 2, ..RestClientConfig::default() },
+//! )?;
+//! let fetcher = FlinkClusterJobListFetcher::new(client);
+//! let collector: Arc<dyn MetricsCollector<String, Ctx>> = Arc::new(RestMetricsCollector::<String>::new());
+//! let events = Arc::new(LoggingEventHandler);
+//! let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = Arc::new(CooldownRealizer::new(
+//!     RescaleApiScalingRealizer::with_event_handler(events),
+//!     CooldownConfig::default(),
+//! ));
+//! // Each cycle: for every job of `fetcher.fetch(&base)`, run the autoscaler (JobAutoScalerImpl)
+//! // built from `collector`, a state store, `realizer` and an event handler.
+//! let base = Configuration::new();
+//! for ctx in fetcher.fetch(&base).await? {
+//!     println!("{} {:?}", ctx.job_key, ctx.job_status);
+//! }
+//! # let _ = (collector, realizer);
+//! # Ok(()) }
+//! ```
+//!
+//! # What the real cluster does (and how the parts cope)
+//!
+//! - An aggregated metrics query with one name the vertex lacks answers `[]` for all names: the
+//!   collector lists each vertex's names first and asks only for those it found.
+//! - Per-subtask and job-manager metric values are strings; they are parsed where used.
+//! - An unknown or cancelled job answers 500 (`FlinkJobNotFoundException`) on the
+//!   resource-requirements endpoints and 404 on `/jobs/<id>`: [`RestError::is_job_not_found`].
+//! - Right after a start or rescale, metrics are stale or pinned at busy = 1000 for tens of seconds:
+//!   the caller's stabilization interval (default 5 min) covers it; during it a missing required
+//!   metric is "not ready", not an error.
+//! - `PUT resource-requirements` answers `200 {}` at once; the rescale happens later (after the
+//!   scheduler's cooldown and, with checkpointing, the next checkpoint) while the job stays RUNNING.
+
+mod collector;
+mod context;
+mod cooldown;
+mod fetcher;
+mod options;
+mod realizer;
+pub mod rest;
+
+pub use collector::RestMetricsCollector;
+pub use context::FlinkRestContext;
+pub use cooldown::{Clock, CooldownConfig, CooldownRealizer, ManualClock, SystemClock};
+pub use fetcher::FlinkClusterJobListFetcher;
+pub use options::{JOBMANAGER_SCHEDULER, SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN};
+pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
+pub use rest::{AuthHeader, FlinkRestClient, RestClientConfig, RestError, TlsConfig};

@@ -1,0 +1,399 @@
+//! [`RestMetricsCollector`]: collects a job's topology and scaling metrics over Flink's REST API
+//! (reference `RestApiMetricsCollector` + `ScalingMetricCollector`, anchor-features §2.2).
+//!
+//! One collection:
+//! 1. `GET /jobs/<id>`: when the job last became RUNNING, vertex parallelism / max parallelism /
+//!    status / IO counters, and the plan (edges, ship strategies). An empty plan is "not ready".
+//! 2. Per source: list its metric names and count Kafka/Pulsar partitions (used by alignment).
+//! 3. Per vertex: which metrics to query, discovered from its metric names and cached per job
+//!    (`names.rs`); a missing required metric is [`CollectError::MetricNotFound`], or
+//!    [`CollectError::NotReady`] while the job is stabilizing.
+//! 4. Per vertex: the aggregated subtask metrics; several names of one kind (two `pendingRecords`)
+//!    are merged.
+//! 5. The job manager's slot metrics and the task managers' heap/GC/managed/metaspace metrics.
+//! 6. The pure conversion [`autoscaler_metrics::collection::convert_to_scaling_metrics`].
+//!
+//! History windowing, stabilization bookkeeping and excluding unmeasurable vertices are the caller's
+//! (`JobAutoScalerImpl`): this collector only returns the snapshot.
+
+mod names;
+
+use crate::context::FlinkRestContext;
+use crate::options::CollectorOptions;
+use crate::rest::{AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetails, JobPlan, RestError};
+use async_trait::async_trait;
+use autoscaler_core::{CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector};
+use autoscaler_metrics::collection::{
+    FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics, convert_to_scaling_metrics,
+};
+use autoscaler_metrics::{EdgeSpec, JobTopology, MetricHistory, ShipStrategy, VertexId, VertexSpec};
+use chrono::{DateTime, Utc};
+use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Task-manager metrics every collection needs.
+const TM_METRICS: [(&str, FlinkMetric); 4] = [
+    ("Status.JVM.Memory.Heap.Max", FlinkMetric::HeapMemoryMax),
+    ("Status.JVM.Memory.Heap.Used", FlinkMetric::HeapMemoryUsed),
+    ("Status.Flink.Memory.Managed.Used", FlinkMetric::ManagedMemoryUsed),
+    ("Status.JVM.Memory.Metaspace.Used", FlinkMetric::MetaspaceMemoryUsed),
+];
+/// The GC metric, not reported by every JVM.
+const TM_GC_METRIC: (&str, FlinkMetric) = (
+    "Status.JVM.GarbageCollector.All.TimeMsPerSecond",
+    FlinkMetric::TotalGcTimePerSec,
+);
+
+/// Collects metrics of jobs whose context carries a [`FlinkRestClient`] ([`FlinkRestContext`]).
+///
+/// It caches, per job key, the metric names to query per vertex and whether the task managers
+/// report GC metrics. Both are dropped when the job restarted since the oldest stored sample and by
+/// [`MetricsCollector::cleanup`].
+///
+/// ```
+/// use autoscaler_core::{BasicJobContext, MetricsCollector};
+/// use autoscaler_realizer::{FlinkRestClient, RestMetricsCollector};
+/// use std::sync::Arc;
+///
+/// let collector: Arc<dyn MetricsCollector<String, BasicJobContext<String, FlinkRestClient>>> =
+///     Arc::new(RestMetricsCollector::<String>::new());
+/// # let _ = collector;
+/// ```
+#[derive(Debug)]
+pub struct RestMetricsCollector<K> {
+    metric_names: Mutex<HashMap<K, BTreeMap<VertexId, VertexMetricNames>>>,
+    has_gc_metrics: Mutex<HashMap<K, bool>>,
+}
+
+impl<K> Default for RestMetricsCollector<K> {
+    fn default() -> Self {
+        Self {
+            metric_names: Mutex::new(HashMap::new()),
+            has_gc_metrics: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
+    /// A collector with empty caches.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The cached metric names of `job_key` (vertex -> Flink metric name -> kind); for tests and
+    /// diagnostics.
+    pub fn cached_metric_names(&self, job_key: &K) -> Option<BTreeMap<VertexId, BTreeMap<String, FlinkMetric>>> {
+        lock(&self.metric_names).get(job_key).cloned()
+    }
+
+    fn forget(&self, job_key: &K) {
+        lock(&self.metric_names).remove(job_key);
+        lock(&self.has_gc_metrics).remove(job_key);
+    }
+
+    /// The names to query per non-finished vertex. All vertices are listed when the cached vertex set
+    /// differs from the topology's, otherwise only the sources (whose `pendingRecords` appears
+    /// lazily). As in the reference, finished vertices are dropped from the cache, so while one is
+    /// finished every vertex is listed each cycle.
+    async fn filtered_metric_names(
+        &self,
+        job_key: &K,
+        client: &FlinkRestClient,
+        job_id: &str,
+        topology: &JobTopology,
+        source_names: &BTreeMap<VertexId, BTreeSet<String>>,
+    ) -> Result<BTreeMap<VertexId, VertexMetricNames>, CollectError> {
+        let cached = lock(&self.metric_names).get(job_key).cloned();
+        let topology_ids: BTreeSet<&VertexId> = topology.vertices().iter().map(|v| &v.id).collect();
+        let (mut names, only_sources) = match cached {
+            Some(c) if c.keys().collect::<BTreeSet<_>>() == topology_ids => (c, true),
+            _ => (BTreeMap::new(), false),
+        };
+        for vertex in topology.vertices() {
+            if vertex.finished || (only_sources && !vertex.is_source()) {
+                continue;
+            }
+            let all = match source_names.get(&vertex.id) {
+                Some(listed) => listed.clone(),
+                None => list_metric_names(client, job_id, &vertex.id).await?,
+            };
+            names.insert(
+                vertex.id.clone(),
+                filter_vertex_metric_names(&vertex.id, &all, vertex.is_source())?,
+            );
+        }
+        names.retain(|id, _| topology.get(id.as_str()).is_some_and(|v| !v.finished));
+        lock(&self.metric_names).insert(job_key.clone(), names.clone());
+        Ok(names)
+    }
+
+    /// Aggregated subtask metrics of every vertex in `names`, merged per [`FlinkMetric`].
+    async fn vertex_metrics(
+        &self,
+        job_key: &K,
+        client: &FlinkRestClient,
+        job_id: &str,
+        names: &BTreeMap<VertexId, VertexMetricNames>,
+    ) -> Result<BTreeMap<VertexId, FlinkMetrics>, CollectError> {
+        let mut out = BTreeMap::new();
+        for (vertex, vertex_names) in names {
+            let query: Vec<&str> = vertex_names.keys().map(String::as_str).collect();
+            let values = client
+                .vertex_aggregated_metrics(job_id, vertex.as_str(), &query, &[])
+                .await
+                .map_err(failed)?;
+            if values.is_empty() && !query.is_empty() {
+                // Flink answers [] for all names when one of them is gone (a lazily registered metric
+                // that disappeared, a restart in between). Relist next cycle; this cycle the vertex
+                // has no metrics, so it is not scaled.
+                tracing::warn!(%vertex, names = ?query, "Flink returned no metrics for the vertex; relisting its metric names next cycle");
+                lock(&self.metric_names).remove(job_key);
+            }
+            out.insert(vertex.clone(), merge_by_metric(vertex_names, &values));
+        }
+        Ok(out)
+    }
+
+    /// Task-manager metrics. Whether GC metrics exist is probed once per job (Flink answers nothing
+    /// at all when one requested name is missing) and cached; if even the base set is missing the
+    /// cache is reset and the collection fails, to be retried next cycle.
+    async fn task_manager_metrics(&self, job_key: &K, client: &FlinkRestClient) -> Result<FlinkMetrics, CollectError> {
+        let with_gc: Vec<(&str, FlinkMetric)> = TM_METRICS.iter().copied().chain([TM_GC_METRIC]).collect();
+        let cached = lock(&self.has_gc_metrics).get(job_key).copied();
+        let has_gc = match cached {
+            Some(has_gc) => has_gc,
+            None => {
+                let probe = query_task_manager_metrics(client, &with_gc).await?;
+                let found = !probe.is_empty();
+                if !found {
+                    tracing::debug!("No GC metrics found, using only heap information");
+                }
+                lock(&self.has_gc_metrics).insert(job_key.clone(), found);
+                found
+            }
+        };
+        let wanted: &[(&str, FlinkMetric)] = if has_gc { &with_gc } else { &TM_METRICS };
+        let metrics = query_task_manager_metrics(client, wanted).await?;
+        if metrics.is_empty() {
+            lock(&self.has_gc_metrics).remove(job_key);
+            return Err(CollectError::Failed("Missing required TM metrics".to_owned()));
+        }
+        Ok(metrics)
+    }
+}
+
+#[async_trait]
+impl<K, Ctx> MetricsCollector<K, Ctx> for RestMetricsCollector<K>
+where
+    K: Eq + Hash + Clone + Send + Sync,
+    Ctx: JobAutoScalerContext<K> + FlinkRestContext,
+{
+    async fn collect(
+        &self,
+        ctx: &Ctx,
+        history: &MetricHistory,
+        now: DateTime<Utc>,
+    ) -> Result<CollectedJobMetrics, CollectError> {
+        let options = CollectorOptions::from_configuration(ctx.configuration())
+            .map_err(|e| CollectError::Failed(e.to_string()))?;
+        let job_key = ctx.job_key();
+        let job_id = ctx
+            .job_id()
+            .ok_or_else(|| CollectError::NotReady("the job has no Flink job id yet".to_owned()))?;
+        let client = ctx.rest_client();
+
+        let details = client.job_details(job_id).await.map_err(|e| job_error(job_id, e))?;
+        let running_since = details.running_since().ok_or_else(|| {
+            CollectError::Failed(format!("Unable to find when job {job_id} was switched to RUNNING."))
+        })?;
+        // A restart or rescale since the oldest sample voids the stored window and the caches
+        // (the caller drops the stored samples too; here they must not feed OBSERVED_TPR).
+        let empty = MetricHistory::new();
+        let history = if history.first_time().is_some_and(|first| running_since > first) {
+            tracing::info!(%running_since, "Job updated. Clearing metrics.");
+            self.forget(job_key);
+            &empty
+        } else {
+            history
+        };
+
+        let plan = match &details.plan {
+            Some(plan) => plan.clone(),
+            None => client.job_plan(job_id).await.map_err(|e| job_error(job_id, e))?,
+        };
+        if plan.nodes.is_empty() {
+            return Err(CollectError::NotReady("job is not ready yet".to_owned()));
+        }
+        // Sources are listed every cycle: partition counts and lazily registered pendingRecords.
+        let mut source_names = BTreeMap::new();
+        for node in plan.nodes.iter().filter(|n| n.inputs.is_empty()) {
+            let id = VertexId::new(&node.id);
+            let names = list_metric_names(client, job_id, &id).await?;
+            source_names.insert(id, names);
+        }
+        let (topology, io_metrics) = job_topology(&details, &plan, &source_names)?;
+
+        let stabilizing = now < running_since + chrono_duration(options.stabilization_interval);
+        let names = match self
+            .filtered_metric_names(job_key, client, job_id, &topology, &source_names)
+            .await
+        {
+            Err(e @ CollectError::MetricNotFound { .. }) if stabilizing => {
+                return Err(CollectError::NotReady(e.to_string()));
+            }
+            other => other?,
+        };
+
+        let raw = RawJobMetrics {
+            vertex_metrics: self.vertex_metrics(job_key, client, job_id, &names).await?,
+            io_metrics,
+            task_slots: task_slot_metrics(client).await?,
+            task_manager_metrics: self.task_manager_metrics(job_key, client).await?,
+        };
+        let metrics = convert_to_scaling_metrics(&topology, &raw, &options.collection, history);
+        Ok(CollectedJobMetrics {
+            topology,
+            job_running_since: running_since,
+            metrics,
+        })
+    }
+
+    async fn cleanup(&self, job_key: &K) {
+        self.forget(job_key);
+    }
+}
+
+/// Builds the topology from the plan (vertices, edges, ship strategies, parallelism) and the job
+/// details' vertices (max parallelism, slot sharing group, FINISHED), with the IO counters per vertex
+/// (reference `getJobTopology` / `JobTopology.fromJsonPlan`). A parallelism above the max parallelism
+/// is accepted, as in the reference.
+fn job_topology(
+    details: &JobDetails,
+    plan: &JobPlan,
+    source_names: &BTreeMap<VertexId, BTreeSet<String>>,
+) -> Result<(JobTopology, BTreeMap<VertexId, IoMetrics>), CollectError> {
+    let mut vertices = Vec::with_capacity(plan.nodes.len());
+    let mut edges = Vec::new();
+    let mut io_metrics = BTreeMap::new();
+    for node in &plan.nodes {
+        let id = VertexId::new(&node.id);
+        let vertex = details.vertex(&node.id).ok_or_else(|| {
+            CollectError::Failed(format!(
+                "vertex {} of the plan is missing from the job details",
+                node.id
+            ))
+        })?;
+        let mut spec = VertexSpec::new(
+            id.clone(),
+            positive(node.parallelism, "parallelism", &node.id)?,
+            positive(vertex.max_parallelism, "max parallelism", &node.id)?,
+        );
+        spec.name = Some(vertex.name.clone());
+        spec.finished = vertex.is_finished();
+        spec.slot_sharing_group = vertex.slot_sharing_group_id.clone();
+        if let Some(names) = source_names.get(&id) {
+            spec.num_source_partitions = count_source_partitions(names.iter().map(String::as_str));
+        }
+        let io = vertex.metrics.map(IoMetrics::from).unwrap_or_default();
+        io_metrics.insert(id.clone(), if spec.finished { IoMetrics::FINISHED } else { io });
+        vertices.push(spec);
+        for input in &node.inputs {
+            edges.push(EdgeSpec::new(
+                input.id.as_str(),
+                id.clone(),
+                ShipStrategy::parse_lenient(&input.ship_strategy),
+            ));
+        }
+    }
+    let topology = JobTopology::new_lenient(vertices, edges)
+        .map_err(|e| CollectError::Failed(format!("the job graph is not usable: {e}")))?;
+    Ok((topology, io_metrics))
+}
+
+fn positive(value: i64, what: &str, vertex: &str) -> Result<u32, CollectError> {
+    u32::try_from(value)
+        .ok()
+        .filter(|v| *v > 0)
+        .ok_or_else(|| CollectError::Failed(format!("vertex {vertex} reports {what} {value}")))
+}
+
+async fn list_metric_names(
+    client: &FlinkRestClient,
+    job_id: &str,
+    vertex: &VertexId,
+) -> Result<BTreeSet<String>, CollectError> {
+    let names = client
+        .vertex_metric_names(job_id, vertex.as_str())
+        .await
+        .map_err(failed)?;
+    Ok(names.into_iter().collect())
+}
+
+/// Groups the answer by kind, merging several names of one kind.
+fn merge_by_metric(names: &VertexMetricNames, values: &[AggregatedMetricValue]) -> FlinkMetrics {
+    let mut out = FlinkMetrics::new();
+    for value in values {
+        let Some(&metric) = names.get(&value.id) else {
+            continue;
+        };
+        let aggregates = value.aggregates();
+        out.entry(metric)
+            .and_modify(|m| *m = m.merge(&aggregates))
+            .or_insert(aggregates);
+    }
+    out
+}
+
+async fn query_task_manager_metrics(
+    client: &FlinkRestClient,
+    wanted: &[(&str, FlinkMetric)],
+) -> Result<FlinkMetrics, CollectError> {
+    let names: Vec<&str> = wanted.iter().map(|(n, _)| *n).collect();
+    let kinds: VertexMetricNames = wanted.iter().map(|(n, m)| ((*n).to_owned(), *m)).collect();
+    let values = client
+        .taskmanagers_aggregated_metrics(&names, &[Aggregation::Min, Aggregation::Max, Aggregation::Avg])
+        .await
+        .map_err(failed)?;
+    Ok(merge_by_metric(&kinds, &values))
+}
+
+/// `taskSlotsTotal` and `taskSlotsAvailable`; `None` when either is missing or not a number (the
+/// reference then leaves `NUM_TASK_SLOTS_USED` out).
+async fn task_slot_metrics(client: &FlinkRestClient) -> Result<Option<TaskSlotMetrics>, CollectError> {
+    let values = client
+        .jobmanager_metrics(&["taskSlotsTotal", "taskSlotsAvailable"])
+        .await
+        .map_err(failed)?;
+    let value = |name: &str| values.iter().find(|v| v.id == name).and_then(|v| v.as_f64());
+    Ok(match (value("taskSlotsTotal"), value("taskSlotsAvailable")) {
+        (Some(total), Some(available)) => Some(TaskSlotMetrics { total, available }),
+        _ => {
+            tracing::debug!("Slot metrics and registered task managers not available");
+            None
+        }
+    })
+}
+
+fn failed(e: RestError) -> CollectError {
+    CollectError::Failed(e.to_string())
+}
+
+/// A job that vanished between listing and collection (cancelled, finished and purged) is not an
+/// error worth an event: the next job list drops it and the control loop cleans it up.
+fn job_error(job_id: &str, e: RestError) -> CollectError {
+    if e.is_job_not_found() {
+        CollectError::NotReady(format!("job {job_id} is no longer known to the cluster: {e}"))
+    } else {
+        failed(e)
+    }
+}
+
+fn chrono_duration(d: std::time::Duration) -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(d).unwrap_or(chrono::TimeDelta::MAX)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

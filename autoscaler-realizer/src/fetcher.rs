@@ -1,0 +1,84 @@
+//! [`FlinkClusterJobListFetcher`]: the jobs of one Flink cluster, each with its configuration
+//! (reference: standalone `FlinkClusterJobListFetcher`, anchor-features §4.2).
+
+use crate::options::rest_client_timeout;
+use crate::rest::{FlinkRestClient, JobOverview};
+use async_trait::async_trait;
+use autoscaler_core::{BasicJobContext, Configuration, FetchError, JobListFetcher};
+
+/// Lists every job of the cluster behind its client: `GET /jobs/overview`, then per job
+/// `GET /jobs/<id>/jobmanager/config` merged over the base configuration (the job's values win).
+///
+/// Each context has the job id as key and job id, the *effective* status (RUNNING with tasks not all
+/// RUNNING/FINISHED counts as CREATED) and a clone of the client whose per-request timeout is the
+/// merged configuration's `job.autoscaler.flink.rest-client.timeout`. Finished, failed and cancelled
+/// jobs are listed too while the JobManager remembers them (the autoscaler then skips them as not
+/// RUNNING). One failing job fails the whole fetch, as in the reference, so that the control loop
+/// does not mistake a job it could not read for a job that disappeared (and clean its state up).
+///
+/// ```
+/// use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig};
+/// let client = FlinkRestClient::new("http://127.0.0.1:8081", RestClientConfig::default())?;
+/// let fetcher = FlinkClusterJobListFetcher::new(client);
+/// # let _ = fetcher;
+/// # Ok::<(), autoscaler_realizer::RestError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct FlinkClusterJobListFetcher {
+    client: FlinkRestClient,
+}
+
+impl FlinkClusterJobListFetcher {
+    /// A fetcher for the cluster `client` talks to.
+    pub fn new(client: FlinkRestClient) -> Self {
+        Self { client }
+    }
+
+    async fn job_context(
+        &self,
+        base: &Configuration,
+        job: &JobOverview,
+    ) -> Result<BasicJobContext<String, FlinkRestClient>, FetchError> {
+        let entries = self
+            .client
+            .job_jobmanager_config(&job.jid)
+            .await
+            .map_err(|e| FetchError::Failed(format!("configuration of job {}: {e}", job.jid)))?;
+        let job_conf: Configuration = entries.into_iter().map(|e| (e.key, e.value)).collect();
+        let configuration = base.overlay(&job_conf);
+        let timeout = rest_client_timeout(&configuration).map_err(|e| FetchError::Failed(e.to_string()))?;
+        let status = job.effective_status();
+        if status.is_none() {
+            tracing::warn!(job = %job.jid, state = %job.state, "unknown job state; the job will not be scaled");
+        }
+        Ok(BasicJobContext {
+            job_key: job.jid.clone(),
+            job_id: Some(job.jid.clone()),
+            job_status: status,
+            configuration,
+            task_manager_cpu: None,
+            client: self.client.with_timeout(timeout),
+        })
+    }
+}
+
+#[async_trait]
+impl JobListFetcher<String, BasicJobContext<String, FlinkRestClient>> for FlinkClusterJobListFetcher {
+    async fn fetch(&self, base: &Configuration) -> Result<Vec<BasicJobContext<String, FlinkRestClient>>, FetchError> {
+        // The job list and config calls use the base configuration's timeout.
+        let timeout = rest_client_timeout(base).map_err(|e| FetchError::Failed(e.to_string()))?;
+        let this = Self {
+            client: self.client.with_timeout(timeout),
+        };
+        let overview = this
+            .client
+            .jobs_overview()
+            .await
+            .map_err(|e| FetchError::Failed(format!("job list: {e}")))?;
+        let mut contexts = Vec::with_capacity(overview.jobs.len());
+        for job in &overview.jobs {
+            contexts.push(this.job_context(base, job).await?);
+        }
+        Ok(contexts)
+    }
+}

@@ -1,0 +1,495 @@
+//! [`FlinkRestClient`]: a typed client for the Flink REST endpoints the autoscaler uses.
+//!
+//! Every request has its own timeout ([`RestClientConfig::timeout`]). GETs are retried a bounded
+//! number of times with exponential backoff on timeouts, connection failures and 5xx answers (a
+//! missing job is not retried: Flink answers 404 on `/jobs/<id>` and 500 with a
+//! `FlinkJobNotFoundException` on the resource-requirements endpoints, and neither heals). PUTs are
+//! never retried. Errors are [`RestError`]s naming the endpoint and carrying Flink's message.
+//!
+//! Quirks of the real cluster the methods document where they matter: an aggregated metrics query
+//! with a single unknown name answers `[]` for all names; per-subtask values are strings; metrics
+//! right after a (re)start are stale or pinned at busy = 1000 for tens of seconds.
+
+mod error;
+mod model;
+
+pub use error::RestError;
+pub use model::{
+    AggregatedMetricValue, Aggregation, ConfigEntry, JobConfig, JobDetails, JobOverview, JobPlan, JobPlanResponse,
+    JobResourceRequirements, JobVertexDetails, JobsOverview, MetricName, MetricValue, ParallelismBounds, PlanInput,
+    PlanNode, TaskCounts, VertexIoMetrics, VertexResourceRequirements,
+};
+
+use reqwest::{Method, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An extra header sent with every request (e.g. `Authorization: Bearer ...` in front of a proxy).
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthHeader {
+    /// Header name.
+    pub name: String,
+    /// Header value (never printed by `Debug`).
+    pub value: String,
+}
+
+impl AuthHeader {
+    /// `Authorization: Bearer <token>`.
+    pub fn bearer(token: &str) -> Self {
+        Self {
+            name: "Authorization".to_owned(),
+            value: format!("Bearer {token}"),
+        }
+    }
+}
+
+impl fmt::Debug for AuthHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthHeader")
+            .field("name", &self.name)
+            .field("value", &"<redacted>")
+            .finish()
+    }
+}
+
+/// TLS settings for an `https://` REST endpoint. The default trusts the webpki root certificates.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Extra CA certificate(s) to trust, PEM.
+    pub ca_certificate_pem: Option<Vec<u8>>,
+    /// Client certificate and private key for mutual TLS, both PEM in one buffer.
+    pub client_identity_pem: Option<Vec<u8>>,
+    /// Accept any server certificate. Only for tests against self-signed clusters.
+    pub accept_invalid_certificates: bool,
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("ca_certificate_pem", &self.ca_certificate_pem.as_ref().map(|_| "<pem>"))
+            .field(
+                "client_identity_pem",
+                &self.client_identity_pem.as_ref().map(|_| "<redacted>"),
+            )
+            .field("accept_invalid_certificates", &self.accept_invalid_certificates)
+            .finish()
+    }
+}
+
+/// How the client talks to Flink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestClientConfig {
+    /// Timeout of one request, connection included (the reference's `flink.rest-client.timeout`,
+    /// 10 s by default).
+    pub timeout: Duration,
+    /// Timeout of establishing a connection.
+    pub connect_timeout: Duration,
+    /// How many times a failed GET is repeated (0 = tried once). A GET can thus take up to
+    /// `(retries + 1) * timeout` plus the backoff sleeps.
+    pub retries: u32,
+    /// Sleep before the first retry; doubled for each further one.
+    pub initial_backoff: Duration,
+    /// Upper bound of one backoff sleep.
+    pub max_backoff: Duration,
+    /// Header added to every request.
+    pub auth_header: Option<AuthHeader>,
+    /// TLS settings (used for `https://` base URLs).
+    pub tls: TlsConfig,
+}
+
+impl Default for RestClientConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            retries: 2,
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(2),
+            auth_header: None,
+            tls: TlsConfig::default(),
+        }
+    }
+}
+
+/// A client of one Flink cluster's REST API. Cheap to clone (the connection pool is shared).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), autoscaler_realizer::rest::RestError> {
+/// use autoscaler_realizer::rest::{FlinkRestClient, RestClientConfig};
+/// let client = FlinkRestClient::new("http://127.0.0.1:8081", RestClientConfig::default())?;
+/// for job in client.jobs_overview().await?.jobs {
+///     println!("{} {:?}", job.jid, job.effective_status());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FlinkRestClient {
+    inner: Arc<Inner>,
+    timeout: Duration,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    base: Url,
+    config: RestClientConfig,
+}
+
+impl fmt::Debug for FlinkRestClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlinkRestClient")
+            .field("base_url", &self.inner.base.as_str())
+            .field("timeout", &self.timeout)
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl FlinkRestClient {
+    /// A client of the cluster whose REST API is at `base_url` (`http://host:8081`, optionally with a
+    /// path prefix when behind a proxy).
+    pub fn new(base_url: &str, config: RestClientConfig) -> Result<Self, RestError> {
+        let mut base = Url::parse(base_url)
+            .map_err(|e| RestError::Config(format!("base URL {base_url:?} does not parse: {e}")))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(RestError::Config(format!(
+                "base URL {base_url:?} must start with http:// or https://"
+            )));
+        }
+        // Url::join replaces the last segment unless the path ends with '/'.
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let http = build_http_client(&config)?;
+        Ok(Self {
+            timeout: config.timeout,
+            inner: Arc::new(Inner { http, base, config }),
+        })
+    }
+
+    /// The same client with another per-request timeout (the job's `flink.rest-client.timeout`).
+    pub fn with_timeout(&self, timeout: Duration) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            timeout,
+        }
+    }
+
+    /// The base URL requests go to.
+    pub fn base_url(&self) -> &str {
+        self.inner.base.as_str()
+    }
+
+    /// The per-request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `GET /jobs/overview`: every job the JobManager knows, with state and task counts.
+    pub async fn jobs_overview(&self) -> Result<JobsOverview, RestError> {
+        self.get("jobs/overview", &[]).await
+    }
+
+    /// `GET /jobs/{jobid}`: job details with timestamps, vertices (parallelism, max parallelism,
+    /// status, IO counters) and the plan. Unknown job: 404.
+    pub async fn job_details(&self, job_id: &str) -> Result<JobDetails, RestError> {
+        self.get(&format!("jobs/{job_id}"), &[]).await
+    }
+
+    /// `GET /jobs/{jobid}/plan`: the job graph with edges and ship strategies.
+    pub async fn job_plan(&self, job_id: &str) -> Result<JobPlan, RestError> {
+        let response: JobPlanResponse = self.get(&format!("jobs/{job_id}/plan"), &[]).await?;
+        Ok(response.plan)
+    }
+
+    /// `GET /jobs/{jobid}/config`: the job's execution config.
+    pub async fn job_config(&self, job_id: &str) -> Result<JobConfig, RestError> {
+        self.get(&format!("jobs/{job_id}/config"), &[]).await
+    }
+
+    /// `GET /jobs/{jobid}/jobmanager/config`: the configuration the job runs with, as `{key, value}`.
+    pub async fn job_jobmanager_config(&self, job_id: &str) -> Result<Vec<ConfigEntry>, RestError> {
+        self.get(&format!("jobs/{job_id}/jobmanager/config"), &[]).await
+    }
+
+    /// `GET /jobmanager/config`: the cluster configuration.
+    pub async fn jobmanager_config(&self) -> Result<Vec<ConfigEntry>, RestError> {
+        self.get("jobmanager/config", &[]).await
+    }
+
+    /// `GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics`: the names of the metrics the vertex's
+    /// subtasks report. Lazily registered metrics (a Kafka source's `pendingRecords`) appear late, so
+    /// list again rather than caching forever. An unknown vertex answers an empty list.
+    pub async fn vertex_metric_names(&self, job_id: &str, vertex_id: &str) -> Result<Vec<String>, RestError> {
+        let names: Vec<MetricName> = self
+            .get(&format!("jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics"), &[])
+            .await?;
+        Ok(names.into_iter().map(|n| n.id).collect())
+    }
+
+    /// `GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics?get=...[&agg=...]`: the named metrics
+    /// aggregated over the vertex's subtasks (all aggregates when `aggregations` is empty).
+    ///
+    /// If **any** name is unknown to the vertex, Flink answers `[]` for all of them: list the names
+    /// first ([`Self::vertex_metric_names`]) and treat `[]` as "not available", never as zero.
+    pub async fn vertex_aggregated_metrics(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        names: &[&str],
+        aggregations: &[Aggregation],
+    ) -> Result<Vec<AggregatedMetricValue>, RestError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = metrics_query(names, aggregations);
+        self.get(&format!("jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics"), &query)
+            .await
+    }
+
+    /// `GET /jobs/{jobid}/vertices/{vertexid}/metrics?get=<subtask>.<name>,...`: per-subtask values.
+    /// Names are prefixed with the subtask index (`0.busyTimeMsPerSecond`); values come back as
+    /// strings ([`MetricValue::as_f64`]).
+    pub async fn vertex_subtask_metric_values(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        names: &[&str],
+    ) -> Result<Vec<MetricValue>, RestError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let query = metrics_query(names, &[]);
+        self.get(&format!("jobs/{job_id}/vertices/{vertex_id}/metrics"), &query)
+            .await
+    }
+
+    /// `GET /taskmanagers/metrics?get=...[&agg=...]`: the named metrics aggregated over all task
+    /// managers. One unknown name empties the whole answer, as for vertices.
+    pub async fn taskmanagers_aggregated_metrics(
+        &self,
+        names: &[&str],
+        aggregations: &[Aggregation],
+    ) -> Result<Vec<AggregatedMetricValue>, RestError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.get("taskmanagers/metrics", &metrics_query(names, aggregations))
+            .await
+    }
+
+    /// `GET /jobmanager/metrics?get=...`: job manager metrics (`taskSlotsTotal`, ...), values as strings.
+    pub async fn jobmanager_metrics(&self, names: &[&str]) -> Result<Vec<MetricValue>, RestError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.get("jobmanager/metrics", &metrics_query(names, &[])).await
+    }
+
+    /// `GET /jobs/{jobid}/resource-requirements` (adaptive scheduler only). Unknown or stopped job: 500.
+    pub async fn resource_requirements(&self, job_id: &str) -> Result<JobResourceRequirements, RestError> {
+        self.get(&format!("jobs/{job_id}/resource-requirements"), &[]).await
+    }
+
+    /// `PUT /jobs/{jobid}/resource-requirements`. The body must list every vertex of the job. Flink
+    /// answers `200 {}` at once and rescales later (after its cooldown, and with checkpointing after
+    /// the next completed checkpoint) while the job stays RUNNING. A bound above the max parallelism,
+    /// an unknown or missing vertex answer 400 with the reason. Never retried.
+    pub async fn put_resource_requirements(
+        &self,
+        job_id: &str,
+        requirements: &JobResourceRequirements,
+    ) -> Result<(), RestError> {
+        let path = format!("jobs/{job_id}/resource-requirements");
+        let body = serde_json::to_vec(requirements)
+            .map_err(|e| RestError::Config(format!("resource requirements do not serialize: {e}")))?;
+        self.send(Method::PUT, &path, &[], Some(body)).await.map(|_| ())
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T, RestError> {
+        let config = &self.inner.config;
+        let mut attempt = 0;
+        loop {
+            let result = match self.send(Method::GET, path, query, None).await {
+                Ok(body) => decode::<T>(&endpoint(&Method::GET, path), &body),
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e) if attempt < config.retries && e.is_retryable() => {
+                    let backoff = backoff(config.initial_backoff, config.max_backoff, attempt);
+                    tracing::debug!(error = %e, attempt, ?backoff, "retrying Flink REST GET");
+                    tokio::time::sleep(backoff).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One request; the body of a 2xx answer, or the error.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, RestError> {
+        let endpoint = endpoint(&method, path);
+        let mut url = self
+            .inner
+            .base
+            .join(path)
+            .map_err(|e| RestError::Config(format!("{endpoint}: path does not form a URL: {e}")))?;
+        if !query.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for (k, v) in query {
+                pairs.append_pair(k, v);
+            }
+        }
+        let mut request = self.inner.http.request(method, url).timeout(self.timeout);
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let transport_error = |e: reqwest::Error| {
+            if e.is_timeout() {
+                RestError::Timeout {
+                    endpoint: endpoint.clone(),
+                    timeout: self.timeout,
+                }
+            } else {
+                RestError::Transport {
+                    endpoint: endpoint.clone(),
+                    message: error_chain(&e),
+                }
+            }
+        };
+        let response = request.send().await.map_err(transport_error)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(transport_error)?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        Err(status_error(endpoint, status, &bytes))
+    }
+}
+
+fn build_http_client(config: &RestClientConfig) -> Result<reqwest::Client, RestError> {
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(config.connect_timeout)
+        .use_rustls_tls();
+    if let Some(auth) = &config.auth_header {
+        let name = reqwest::header::HeaderName::from_bytes(auth.name.as_bytes())
+            .map_err(|e| RestError::Config(format!("auth header name {:?} is invalid: {e}", auth.name)))?;
+        let mut value = reqwest::header::HeaderValue::from_str(&auth.value)
+            .map_err(|_| RestError::Config(format!("auth header {:?} has an invalid value", auth.name)))?;
+        value.set_sensitive(true);
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(name, value);
+        builder = builder.default_headers(headers);
+    }
+    if let Some(pem) = &config.tls.ca_certificate_pem {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| RestError::Config(format!("CA certificate does not parse as PEM: {e}")))?
+        {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    if let Some(pem) = &config.tls.client_identity_pem {
+        let identity = reqwest::Identity::from_pem(pem)
+            .map_err(|e| RestError::Config(format!("client certificate/key does not parse as PEM: {e}")))?;
+        builder = builder.identity(identity);
+    }
+    if config.tls.accept_invalid_certificates {
+        builder = builder.danger_accept_invalid_certs(true);
+    }
+    builder
+        .build()
+        .map_err(|e| RestError::Config(format!("HTTP client: {}", error_chain(&e))))
+}
+
+fn endpoint(method: &Method, path: &str) -> String {
+    format!("{method} /{path}")
+}
+
+fn metrics_query(names: &[&str], aggregations: &[Aggregation]) -> Vec<(&'static str, String)> {
+    let mut query = vec![("get", names.join(","))];
+    if !aggregations.is_empty() {
+        let aggs: Vec<&str> = aggregations.iter().map(|a| a.as_str()).collect();
+        query.push(("agg", aggs.join(",")));
+    }
+    query
+}
+
+fn decode<T: DeserializeOwned>(endpoint: &str, body: &[u8]) -> Result<T, RestError> {
+    serde_json::from_slice(body).map_err(|e| RestError::Decode {
+        endpoint: endpoint.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+fn status_error(endpoint: String, status: StatusCode, body: &[u8]) -> RestError {
+    RestError::Status {
+        endpoint,
+        status: status.as_u16(),
+        message: error::flink_error_message(&String::from_utf8_lossy(body)),
+    }
+}
+
+fn backoff(initial: Duration, max: Duration, attempt: u32) -> Duration {
+    let factor = 1u32.checked_shl(attempt.min(16)).unwrap_or(u32::MAX);
+    initial.saturating_mul(factor).min(max)
+}
+
+/// The error with its sources, which carry the useful part (`connection refused`).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        let ms = Duration::from_millis;
+        assert_eq!(backoff(ms(100), ms(1000), 0), ms(100));
+        assert_eq!(backoff(ms(100), ms(1000), 1), ms(200));
+        assert_eq!(backoff(ms(100), ms(1000), 3), ms(800));
+        assert_eq!(backoff(ms(100), ms(1000), 4), ms(1000));
+        assert_eq!(backoff(ms(100), ms(1000), 40), ms(1000));
+    }
+
+    #[test]
+    fn base_url_must_be_http() {
+        assert!(matches!(
+            FlinkRestClient::new("ftp://x", RestClientConfig::default()),
+            Err(RestError::Config(_))
+        ));
+        assert!(matches!(
+            FlinkRestClient::new("not a url", RestClientConfig::default()),
+            Err(RestError::Config(_))
+        ));
+        let client = FlinkRestClient::new("http://127.0.0.1:8081/proxy", RestClientConfig::default());
+        assert_eq!(
+            client.map(|c| c.base_url().to_owned()).ok().as_deref(),
+            Some("http://127.0.0.1:8081/proxy/")
+        );
+    }
+
+    #[test]
+    fn auth_header_is_redacted_in_debug() {
+        let text = format!("{:?}", AuthHeader::bearer("secret"));
+        assert!(!text.contains("secret"));
+    }
+}
