@@ -24,7 +24,10 @@ impl CollectedMetrics {
 }
 
 /// Collected snapshots ordered by collection time (the reference's `SortedMap<Instant, CollectedMetrics>`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+///
+/// Snapshots added to a history share their [`VertexId`] allocations with the snapshot before them,
+/// so that reading a vertex across the window compares ids by address rather than by bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(transparent)]
 pub struct MetricHistory {
     samples: BTreeMap<DateTime<Utc>, CollectedMetrics>,
@@ -38,6 +41,7 @@ impl MetricHistory {
 
     /// Puts `snapshot` at `at`, replacing a snapshot at the same instant (as the reference's map put).
     pub fn insert(&mut self, at: DateTime<Utc>, snapshot: CollectedMetrics) {
+        let snapshot = share_vertex_ids(snapshot, self.samples.range(..at).next_back().map(|(_, s)| s));
         self.samples.insert(at, snapshot);
     }
 
@@ -48,6 +52,7 @@ impl MetricHistory {
         {
             return Err(MetricsError::OutOfOrderSnapshot { at, latest });
         }
+        let snapshot = share_vertex_ids(snapshot, self.latest());
         self.samples.insert(at, snapshot);
         Ok(())
     }
@@ -95,8 +100,113 @@ impl MetricHistory {
 
 impl FromIterator<(DateTime<Utc>, CollectedMetrics)> for MetricHistory {
     fn from_iter<I: IntoIterator<Item = (DateTime<Utc>, CollectedMetrics)>>(iter: I) -> Self {
-        Self {
-            samples: iter.into_iter().collect(),
+        let samples: BTreeMap<DateTime<Utc>, CollectedMetrics> = iter.into_iter().collect();
+        let mut shared = BTreeMap::new();
+        let mut previous: Option<&CollectedMetrics> = None;
+        for (at, snapshot) in samples {
+            let snapshot = share_vertex_ids(snapshot, previous);
+            previous = Some(shared.entry(at).or_insert(snapshot));
         }
+        Self { samples: shared }
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricHistory {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let samples = BTreeMap::<DateTime<Utc>, CollectedMetrics>::deserialize(deserializer)?;
+        Ok(samples.into_iter().collect())
+    }
+}
+
+/// Re-keys `snapshot` so that every vertex id also present in `neighbour` reuses its allocation
+/// (ids are `Arc<str>`). A snapshot that already shares all of its ids is returned as is.
+fn share_vertex_ids(mut snapshot: CollectedMetrics, neighbour: Option<&CollectedMetrics>) -> CollectedMetrics {
+    let Some(neighbour) = neighbour else {
+        return snapshot;
+    };
+    let same_allocation = |a: &VertexId, b: &VertexId| std::ptr::eq(a.as_str(), b.as_str());
+    // Both maps iterate in id order: walk them together.
+    let mut known = neighbour.vertex_metrics.keys().peekable();
+    let mut shared_ids = Vec::with_capacity(snapshot.vertex_metrics.len());
+    let mut all_shared = true;
+    for id in snapshot.vertex_metrics.keys() {
+        while known.next_if(|k| *k < id).is_some() {}
+        match known.next_if(|k| *k == id) {
+            Some(k) => {
+                all_shared &= same_allocation(k, id);
+                shared_ids.push(Some(k.clone()));
+            }
+            None => shared_ids.push(None),
+        }
+    }
+    if all_shared {
+        return snapshot;
+    }
+    snapshot.vertex_metrics = std::mem::take(&mut snapshot.vertex_metrics)
+        .into_iter()
+        .zip(shared_ids)
+        .map(|((id, values), shared)| (shared.unwrap_or(id), values))
+        .collect();
+    snapshot
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ScalingMetric;
+    use chrono::TimeZone;
+
+    fn snapshot(ids: &[&str]) -> CollectedMetrics {
+        CollectedMetrics {
+            vertex_metrics: ids
+                .iter()
+                .map(|id| (VertexId::new(id), MetricValues::from_iter([(ScalingMetric::Load, 0.5)])))
+                .collect(),
+            global_metrics: MetricValues::new(),
+        }
+    }
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(secs, 0).single().expect("valid instant")
+    }
+
+    fn id_ptrs(history: &MetricHistory) -> Vec<Vec<*const u8>> {
+        history
+            .iter()
+            .map(|(_, s)| s.vertex_metrics.keys().map(|k| k.as_str().as_ptr()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn snapshots_share_vertex_id_allocations_with_their_predecessor() {
+        let history: MetricHistory = [(at(2), snapshot(&["a", "b", "c"])), (at(1), snapshot(&["a", "c"]))]
+            .into_iter()
+            .collect();
+        let ptrs = id_ptrs(&history);
+        // Time order: [a, c] then [a, b, c]; a and c are shared, b is new.
+        assert_eq!(ptrs[1][0], ptrs[0][0]);
+        assert_eq!(ptrs[1][2], ptrs[0][1]);
+        let mut pushed = history.clone();
+        pushed.push(at(3), snapshot(&["b", "c", "d"])).expect("in order");
+        let ptrs = id_ptrs(&pushed);
+        assert_eq!(ptrs[2][0], ptrs[1][1]);
+        assert_eq!(ptrs[2][1], ptrs[1][2]);
+        // Sharing changes no content.
+        let keys: Vec<&str> = pushed
+            .latest()
+            .map(|s| s.vertex_metrics.keys().map(|k| k.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(keys, ["b", "c", "d"]);
+        assert_eq!(pushed.latest(), Some(&snapshot(&["b", "c", "d"])));
+    }
+
+    #[test]
+    fn deserialized_history_shares_ids() {
+        let json = r#"{"1970-01-01T00:00:01Z": {"vertexMetrics": {"v": {"LOAD": 0.5}}, "globalMetrics": {}},
+                       "1970-01-01T00:00:02Z": {"vertexMetrics": {"v": {"LOAD": 0.5}}, "globalMetrics": {}}}"#;
+        let history: MetricHistory = serde_json::from_str(json).expect("valid history");
+        let ptrs = id_ptrs(&history);
+        assert_eq!(ptrs[0][0], ptrs[1][0]);
+        assert_eq!(history.len(), 2);
     }
 }

@@ -9,7 +9,7 @@
 use crate::history_stats::{AverageAccumulator, RateAccumulator};
 use crate::{
     BusyTimeAggregator, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, MetricHistory,
-    MetricValues, MetricsError, ScalingMetric, VertexInfo,
+    MetricValues, MetricsError, ScalingMetric, VertexId, VertexInfo,
 };
 use std::time::Duration;
 
@@ -74,8 +74,7 @@ pub fn evaluate(
     config: &EvaluationConfig,
 ) -> Result<EvaluatedMetrics, MetricsError> {
     let vertices = topology.vertices();
-    let by_id = ids_sorted(vertices);
-    let window = Window::read(vertices, &by_id, history);
+    let window = Window::read(topology, history);
     let processing_backlog = is_processing_backlog(topology, &window, config);
 
     let mut evaluated = vec![EvaluatedVertexMetrics::new(); vertices.len()];
@@ -84,7 +83,11 @@ pub fn evaluate(
     }
 
     Ok(EvaluatedMetrics {
-        vertices: by_id.iter().map(|&v| (vertices[v].id.clone(), evaluated[v])).collect(),
+        vertices: window
+            .id_order
+            .iter()
+            .map(|&v| (vertices[v].id.clone(), evaluated[v]))
+            .collect(),
         global: window.global.evaluate(),
     })
 }
@@ -167,17 +170,33 @@ pub fn target_processing_capacity(
     java_round(catch_up_rate + restart_catch_up_rate + target_rate / utilization)
 }
 
-/// Vertex indices ordered by vertex id, the iteration order of a snapshot's vertex map.
-fn ids_sorted(vertices: &[VertexInfo]) -> Vec<usize> {
-    let mut by_id: Vec<usize> = (0..vertices.len()).collect();
-    by_id.sort_unstable_by(|a, b| vertices[*a].id.cmp(&vertices[*b].id));
-    by_id
+/// Whether two vertex ids are equal: the same allocation (ids cloned from one another), or the same
+/// bytes compared eight at a time (ids are short; this avoids a `memcmp` call per snapshot entry).
+#[inline]
+fn same_id(a: &VertexId, b: &VertexId) -> bool {
+    let (a, b) = (a.as_str().as_bytes(), b.as_str().as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    if std::ptr::eq(a, b) {
+        return true;
+    }
+    let (mut words_a, mut words_b) = (a.chunks_exact(8), b.chunks_exact(8));
+    for (x, y) in (&mut words_a).zip(&mut words_b) {
+        if x.first_chunk::<8>().map(|w| u64::from_ne_bytes(*w)) != y.first_chunk::<8>().map(|w| u64::from_ne_bytes(*w))
+        {
+            return false;
+        }
+    }
+    words_a.remainder().iter().zip(words_b.remainder()).all(|(x, y)| x == y)
 }
 
 /// Everything the evaluation reads from the history, gathered in one pass.
 struct Window<'h> {
     vertices: Vec<VertexSeries<'h>>,
     global: GlobalSeries<'h>,
+    /// Vertex indices, in id order when the latest snapshot revealed it.
+    id_order: Vec<usize>,
 }
 
 /// Window statistics of one vertex's collected metrics.
@@ -210,29 +229,39 @@ struct GlobalSeries<'h> {
 }
 
 impl<'h> Window<'h> {
-    fn read(vertices: &[VertexInfo], by_id: &[usize], history: &'h MetricHistory) -> Self {
-        let mut series: Vec<VertexSeries<'h>> = (0..vertices.len()).map(|_| VertexSeries::default()).collect();
+    fn read(topology: &JobTopology, history: &'h MetricHistory) -> Self {
+        let vertex_count = topology.len();
+        let mut series: Vec<VertexSeries<'h>> = (0..vertex_count).map(|_| VertexSeries::default()).collect();
         let mut global = GlobalSeries::default();
+        // Snapshots almost always list the same vertices: the vertex at position k of a snapshot's
+        // (sorted) map is resolved by comparing its id with position k of the previous snapshot, and
+        // looked up in the topology only when that differs. Ids unknown to the topology are ignored;
+        // vertices missing from a snapshot read as NaN.
+        let mut layout: Vec<(&'h VertexId, Option<usize>)> = Vec::with_capacity(vertex_count);
         let last = history.len().saturating_sub(1);
         for (i, (at, snapshot)) in history.iter().enumerate() {
             let at = *at;
-            // Both sequences are sorted by id: a merge resolves each entry to its vertex without a
-            // lookup. Ids unknown to the topology are ignored, missing vertices read as NaN.
-            let mut next = 0;
-            for (id, values) in &snapshot.vertex_metrics {
-                while next < by_id.len() && vertices[by_id[next]].id < *id {
-                    next += 1;
-                }
-                let Some(&v) = by_id.get(next) else { break };
-                if vertices[v].id != *id {
-                    continue;
-                }
-                next += 1;
+            for (position, (id, values)) in snapshot.vertex_metrics.iter().enumerate() {
+                let vertex = match layout.get(position) {
+                    Some(&(previous, vertex)) if same_id(previous, id) => vertex,
+                    _ => {
+                        let vertex = topology.index_of(id.as_str());
+                        if position < layout.len() {
+                            layout[position] = (id, vertex);
+                        } else {
+                            layout.push((id, vertex));
+                        }
+                        vertex
+                    }
+                };
+                let Some(v) = vertex else { continue };
                 let s = &mut series[v];
                 s.records_in.push(at, values.get_or_absent(ScalingMetric::NumRecordsIn));
-                s.records_out.push(at, values.get_or_absent(ScalingMetric::NumRecordsOut));
+                s.records_out
+                    .push(at, values.get_or_absent(ScalingMetric::NumRecordsOut));
                 s.lag.push(at, values.get_or_absent(ScalingMetric::Lag));
-                s.busy_time.push(at, values.get_or_absent(ScalingMetric::AccumulatedBusyTime));
+                s.busy_time
+                    .push(at, values.get_or_absent(ScalingMetric::AccumulatedBusyTime));
                 s.load.push(values.get_or_absent(ScalingMetric::Load));
                 s.records_in_per_second
                     .push(values.get_or_absent(ScalingMetric::NumRecordsInPerSecond));
@@ -241,6 +270,7 @@ impl<'h> Window<'h> {
                     s.latest = Some(values);
                 }
             }
+            layout.truncate(snapshot.vertex_metrics.len());
             for (acc, metric) in global.averages.iter_mut().zip(GLOBAL_AVERAGED) {
                 acc.push(snapshot.global_metrics.get_or_absent(metric));
             }
@@ -248,9 +278,16 @@ impl<'h> Window<'h> {
                 global.latest = Some(&snapshot.global_metrics);
             }
         }
+        // The latest snapshot's layout is in id order; when it covers every vertex it is the order
+        // of the result map for free.
+        let mut id_order: Vec<usize> = layout.iter().filter_map(|(_, v)| *v).collect();
+        if id_order.len() != vertex_count {
+            id_order = (0..vertex_count).collect();
+        }
         Self {
             vertices: series,
             global,
+            id_order,
         }
     }
 
@@ -320,7 +357,10 @@ fn evaluate_vertex(
         propagated_data_rates(topology, window, evaluated, v)
     };
     out.insert(ScalingMetric::TargetDataRate, EvaluatedScalingMetric::avg(target_rate));
-    out.insert(ScalingMetric::CatchUpDataRate, EvaluatedScalingMetric::of(catch_up_rate));
+    out.insert(
+        ScalingMetric::CatchUpDataRate,
+        EvaluatedScalingMetric::of(catch_up_rate),
+    );
 
     let parallelism = f64::from(info.parallelism.get());
     let busy_time = busy_time_ms_per_second(series, parallelism, config.busy_time_aggregator);
@@ -345,8 +385,14 @@ fn evaluate_vertex(
 
     // The thresholds read the rounded target and catch-up rates stored above, as the reference does.
     let (scale_up, scale_down) = compute_processing_rate_thresholds(&out, config, processing_backlog);
-    out.insert(ScalingMetric::ScaleUpRateThreshold, EvaluatedScalingMetric::of(scale_up));
-    out.insert(ScalingMetric::ScaleDownRateThreshold, EvaluatedScalingMetric::of(scale_down));
+    out.insert(
+        ScalingMetric::ScaleUpRateThreshold,
+        EvaluatedScalingMetric::of(scale_up),
+    );
+    out.insert(
+        ScalingMetric::ScaleDownRateThreshold,
+        EvaluatedScalingMetric::of(scale_down),
+    );
     Ok(out)
 }
 

@@ -154,8 +154,8 @@ pub(crate) fn sample(values: Option<&MetricValues>, metric: ScalingMetric) -> f6
 mod tests {
     use super::*;
     use crate::CollectedMetrics;
-    use chrono::TimeZone;
     use ScalingMetric::{NumRecordsIn as IN, NumRecordsOut as OUT};
+    use chrono::TimeZone;
 
     fn ms(millis: i64) -> DateTime<Utc> {
         Utc.timestamp_millis_opt(millis).single().expect("valid instant")
@@ -176,8 +176,14 @@ mod tests {
         // Reference getRateTest: v1 IN 0,0,4 at 1,2,3 s -> 2/s; OUT only at 2 and 3 s -> 10/s.
         let history: MetricHistory = [
             (ms(1000), snapshot(&[("v1", &[(IN, 0.0)]), ("v2", &[])], &[])),
-            (ms(2000), snapshot(&[("v1", &[(IN, 0.0), (OUT, 10.0)]), ("v2", &[])], &[])),
-            (ms(3000), snapshot(&[("v1", &[(IN, 4.0), (OUT, 20.0)]), ("v2", &[(IN, 1.0)])], &[])),
+            (
+                ms(2000),
+                snapshot(&[("v1", &[(IN, 0.0), (OUT, 10.0)]), ("v2", &[])], &[]),
+            ),
+            (
+                ms(3000),
+                snapshot(&[("v1", &[(IN, 4.0), (OUT, 20.0)]), ("v2", &[(IN, 1.0)])], &[]),
+            ),
         ]
         .into_iter()
         .collect();

@@ -118,7 +118,9 @@ mod tests {
     use chrono::TimeZone;
 
     fn t(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().expect("valid instant")
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .expect("valid instant")
     }
 
     fn history(at: &[i64]) -> MetricHistory {

@@ -34,7 +34,13 @@ fn time_window_and_evaluate() {
         let scenario = load_scenario(&path);
         let vertices = scenario.topology.len();
         let mut trimmed = scenario.history.clone();
-        apply_window(&mut trimmed, scenario.running_since, scenario.now, scenario.stabilization, scenario.window);
+        apply_window(
+            &mut trimmed,
+            scenario.running_since,
+            scenario.now,
+            scenario.stabilization,
+            scenario.window,
+        );
         let evaluate_only = median_micros(
             || {
                 black_box(evaluate(&scenario.topology, black_box(&trimmed), &config).ok());
@@ -44,12 +50,21 @@ fn time_window_and_evaluate() {
         let window_and_evaluate = median_micros(
             || {
                 let mut history = scenario.history.clone();
-                apply_window(&mut history, scenario.running_since, scenario.now, scenario.stabilization, scenario.window);
+                apply_window(
+                    &mut history,
+                    scenario.running_since,
+                    scenario.now,
+                    scenario.stabilization,
+                    scenario.window,
+                );
                 black_box(evaluate(&scenario.topology, &history, &config).ok());
             },
             500,
         );
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         println!(
             "{name}: {vertices} vertices x {} samples: evaluate median {evaluate_only:.1} us ({:.3} us/vertex); \
              clone+window+evaluate {window_and_evaluate:.1} us",

@@ -42,7 +42,11 @@ fn assert_matches_reference(name: &str) {
         scenario.window,
     );
     assert!(status.window_full && !status.stabilizing);
-    assert_eq!(scenario.history.len(), 60, "the sample older than the window is trimmed");
+    assert_eq!(
+        scenario.history.len(),
+        60,
+        "the sample older than the window is trimmed"
+    );
 
     let evaluated = evaluate(&scenario.topology, &scenario.history, &EvaluationConfig::default())
         .expect("the scenario has ingestion rates");
@@ -59,7 +63,12 @@ fn assert_matches_reference(name: &str) {
             problems.push(format!("{id}: unexpected vertex"));
         }
     }
-    assert!(problems.is_empty(), "{name}: {} differences:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{name}: {} differences:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 #[test]
