@@ -751,3 +751,481 @@ pub(crate) fn java_split<'t>(text: &'t str, delimiter: &str) -> Vec<&'t str> {
     }
     pieces
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a failing fixture should fail the test loudly
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    const MIN: u64 = 60;
+
+    fn options(pairs: &[(&str, &str)]) -> AutoScalerOptions {
+        AutoScalerOptions::from_configuration(&Configuration::from_iter(pairs.iter().copied())).unwrap()
+    }
+
+    fn error(pairs: &[(&str, &str)]) -> OptionsError {
+        AutoScalerOptions::from_configuration(&Configuration::from_iter(pairs.iter().copied())).unwrap_err()
+    }
+
+    #[test]
+    fn an_empty_configuration_gives_the_reference_defaults() {
+        let o = options(&[]);
+        assert_eq!(o, AutoScalerOptions::default());
+        assert!(!o.enabled);
+        assert!(o.scaling_enabled);
+        assert_eq!(o.metrics_window, Duration::from_secs(15 * MIN));
+        assert_eq!(o.stabilization_interval, Duration::from_secs(5 * MIN));
+        assert!(o.excluded_periods.is_empty());
+        assert_eq!(o.utilization_target, 0.7);
+        assert_eq!(o.target_utilization_boundary, 0.3);
+        assert_eq!((o.utilization_max, o.utilization_min), (None, None));
+        assert_eq!(o.scale_down_interval, Duration::from_secs(60 * MIN));
+        assert_eq!((o.vertex_min_parallelism, o.vertex_max_parallelism), (1, 200));
+        assert_eq!((o.scale_down_max_factor, o.scale_up_max_factor), (0.6, 100_000.0));
+        assert_eq!(o.catch_up_duration, Duration::from_secs(30 * MIN));
+        assert_eq!(o.restart_time, Duration::from_secs(5 * MIN));
+        assert!(!o.restart_time_tracking_enabled);
+        assert_eq!(o.restart_time_tracking_limit, Duration::from_secs(15 * MIN));
+        assert_eq!(o.backlog_processing_lag_threshold, Duration::from_secs(5 * MIN));
+        assert_eq!(o.observed_tpr_lag_threshold, Duration::from_secs(30));
+        assert_eq!(o.observed_tpr_switch_threshold, 0.15);
+        assert_eq!(o.observed_tpr_min_observations, 2);
+        assert!(!o.scaling_effectiveness_detection_enabled);
+        assert_eq!(o.scaling_effectiveness_threshold, 0.1);
+        assert_eq!((o.gc_pressure_threshold, o.heap_usage_threshold), (1.0, 1.0));
+        assert!(!o.memory_tuning_enabled);
+        assert!(o.memory_tuning_scale_down_compensation_enabled);
+        assert_eq!(o.memory_tuning_overhead, 0.2);
+        assert!(!o.memory_tuning_maximize_managed_memory);
+        assert_eq!(o.history_max_count, 3);
+        assert_eq!(o.history_max_age, Duration::from_secs(24 * 60 * MIN));
+        assert_eq!(o.busy_time_aggregator, BusyTimeAggregator::Max);
+        assert!(o.vertex_exclude_ids.is_empty());
+        assert_eq!(o.scaling_event_interval, Duration::from_secs(30 * MIN));
+        assert_eq!(o.rest_client_timeout, Duration::from_secs(10));
+        assert_eq!((o.quota_memory, o.quota_cpu), (None, None));
+        assert_eq!(o.alignment_mode, AlignmentMode::Balanced);
+        assert!(!o.observed_scalability_enabled);
+        assert_eq!(o.observed_scalability_min_observations, 3);
+        assert_eq!(o.observed_scalability_coefficient_min, 0.5);
+        assert_eq!(o.task_slots_per_task_manager, 1);
+        assert_eq!(o.task_manager_process_memory, None);
+        assert!(o.custom_evaluators.is_empty() && o.custom_executors.is_empty());
+    }
+
+    #[test]
+    fn every_canonical_key_is_read() {
+        let o = options(&[
+            ("job.autoscaler.enabled", "true"),
+            ("job.autoscaler.scaling.enabled", "FALSE"),
+            ("job.autoscaler.metrics.window", "10 min"),
+            ("job.autoscaler.stabilization.interval", "1 m"),
+            ("job.autoscaler.excluded.periods", "10:00-11:00; * * * ? * 2"),
+            ("job.autoscaler.utilization.target", "0.8"),
+            ("job.autoscaler.target.utilization.boundary", "0.1"),
+            ("job.autoscaler.utilization.max", "0.95"),
+            ("job.autoscaler.utilization.min", "0.2"),
+            ("job.autoscaler.scale-down.interval", "0"),
+            ("job.autoscaler.vertex.min-parallelism", "2"),
+            ("job.autoscaler.vertex.max-parallelism", "64"),
+            ("job.autoscaler.scale-down.max-factor", "0.5"),
+            ("job.autoscaler.scale-up.max-factor", "2.0"),
+            ("job.autoscaler.catch-up.duration", "PT10M"),
+            ("job.autoscaler.restart.time", "30 s"),
+            ("job.autoscaler.restart.time-tracking.enabled", "true"),
+            ("job.autoscaler.restart.time-tracking.limit", "2 min"),
+            ("job.autoscaler.backlog-processing.lag-threshold", "1 min"),
+            ("job.autoscaler.observed-true-processing-rate.lag-threshold", "10 s"),
+            ("job.autoscaler.observed-true-processing-rate.switch-threshold", "0.2"),
+            ("job.autoscaler.observed-true-processing-rate.min-observations", "5"),
+            ("job.autoscaler.scaling.effectiveness.detection.enabled", "true"),
+            ("job.autoscaler.scaling.effectiveness.threshold", "0.3"),
+            ("job.autoscaler.memory.gc-pressure.threshold", "0.9"),
+            ("job.autoscaler.memory.heap-usage.threshold", "0.95"),
+            ("job.autoscaler.memory.tuning.enabled", "true"),
+            ("job.autoscaler.memory.tuning.scale-down-compensation.enabled", "false"),
+            ("job.autoscaler.memory.tuning.overhead", "0.5"),
+            ("job.autoscaler.memory.tuning.maximize-managed-memory", "true"),
+            ("job.autoscaler.history.max.count", "7"),
+            ("job.autoscaler.history.max.age", "2 d"),
+            ("job.autoscaler.metrics.busy-time.aggregator", "avg"),
+            ("job.autoscaler.vertex.exclude.ids", "a1;b2"),
+            ("job.autoscaler.scaling.event.interval", "5 min"),
+            ("job.autoscaler.flink.rest-client.timeout", "3 s"),
+            ("job.autoscaler.quota.memory", "64 gb"),
+            ("job.autoscaler.quota.cpu", "16"),
+            ("job.autoscaler.scaling.parallelism-alignment.mode", "OFF"),
+            ("job.autoscaler.observed-scalability.enabled", "true"),
+            ("job.autoscaler.observed-scalability.min-observations", "4"),
+            ("job.autoscaler.observed-scalability.coefficient-min", "0.25"),
+            ("job.autoscaler.metrics.custom-evaluators", "e1"),
+            ("job.autoscaler.scaling.custom-executors", "x1;x2"),
+            ("taskmanager.numberOfTaskSlots", "4"),
+            ("taskmanager.memory.process.size", "2g"),
+        ]);
+        assert!(o.enabled);
+        assert!(!o.scaling_enabled);
+        assert_eq!(o.metrics_window, Duration::from_secs(600));
+        assert_eq!(o.stabilization_interval, Duration::from_secs(60));
+        assert_eq!(o.excluded_periods, ["10:00-11:00", "* * * ? * 2"]);
+        assert_eq!(o.utilization_target, 0.8);
+        assert_eq!(o.target_utilization_boundary, 0.1);
+        assert_eq!((o.utilization_max, o.utilization_min), (Some(0.95), Some(0.2)));
+        assert_eq!(o.scale_down_interval, Duration::ZERO);
+        assert_eq!((o.vertex_min_parallelism, o.vertex_max_parallelism), (2, 64));
+        assert_eq!((o.scale_down_max_factor, o.scale_up_max_factor), (0.5, 2.0));
+        assert_eq!(o.catch_up_duration, Duration::from_secs(600));
+        assert_eq!(o.restart_time, Duration::from_secs(30));
+        assert!(o.restart_time_tracking_enabled);
+        assert_eq!(o.restart_time_tracking_limit, Duration::from_secs(120));
+        assert_eq!(o.backlog_processing_lag_threshold, Duration::from_secs(60));
+        assert_eq!(o.observed_tpr_lag_threshold, Duration::from_secs(10));
+        assert_eq!(o.observed_tpr_switch_threshold, 0.2);
+        assert_eq!(o.observed_tpr_min_observations, 5);
+        assert!(o.scaling_effectiveness_detection_enabled);
+        assert_eq!(o.scaling_effectiveness_threshold, 0.3);
+        assert_eq!((o.gc_pressure_threshold, o.heap_usage_threshold), (0.9, 0.95));
+        assert!(o.memory_tuning_enabled);
+        assert!(!o.memory_tuning_scale_down_compensation_enabled);
+        assert_eq!(o.memory_tuning_overhead, 0.5);
+        assert!(o.memory_tuning_maximize_managed_memory);
+        assert_eq!(o.history_max_count, 7);
+        assert_eq!(o.history_max_age, Duration::from_secs(2 * 86_400));
+        assert_eq!(o.busy_time_aggregator, BusyTimeAggregator::Avg);
+        assert_eq!(o.vertex_exclude_ids, ["a1", "b2"]);
+        assert_eq!(o.scaling_event_interval, Duration::from_secs(300));
+        assert_eq!(o.rest_client_timeout, Duration::from_secs(3));
+        assert_eq!(o.quota_memory, Some(64 << 30));
+        assert_eq!(o.quota_cpu, Some(16.0));
+        assert_eq!(o.alignment_mode, AlignmentMode::Off);
+        assert!(o.observed_scalability_enabled);
+        assert_eq!(o.observed_scalability_min_observations, 4);
+        assert_eq!(o.observed_scalability_coefficient_min, 0.25);
+        assert_eq!(o.custom_evaluators, ["e1"]);
+        assert_eq!(o.custom_executors, ["x1", "x2"]);
+        assert_eq!(o.task_slots_per_task_manager, 4);
+        assert_eq!(o.task_manager_process_memory, Some(2 << 30));
+    }
+
+    #[test]
+    fn every_option_reads_its_legacy_fallback_key() {
+        let o = options(&[
+            ("kubernetes.operator.job.autoscaler.enabled", "true"),
+            ("kubernetes.operator.job.autoscaler.metrics.window", "20 min"),
+            ("kubernetes.operator.job.autoscaler.utilization.max", "0.9"),
+            ("kubernetes.operator.job.autoscaler.quota.cpu", "8"),
+            ("kubernetes.operator.job.autoscaler.vertex.exclude.ids", "v"),
+            ("kubernetes.operator.job.autoscaler.metrics.busy-time.aggregator", "MIN"),
+            (
+                "kubernetes.operator.job.autoscaler.scaling.parallelism-alignment.mode",
+                "EVENLY_SPREAD",
+            ),
+        ]);
+        assert!(o.enabled);
+        assert_eq!(o.metrics_window, Duration::from_secs(20 * MIN));
+        assert_eq!(o.utilization_max, Some(0.9));
+        assert_eq!(o.quota_cpu, Some(8.0));
+        assert_eq!(o.vertex_exclude_ids, ["v"]);
+        assert_eq!(o.busy_time_aggregator, BusyTimeAggregator::Min);
+        assert_eq!(o.alignment_mode, AlignmentMode::EvenlySpread);
+        // The canonical key wins over the fallback.
+        let o = options(&[
+            ("job.autoscaler.metrics.window", "1 min"),
+            ("kubernetes.operator.job.autoscaler.metrics.window", "20 min"),
+        ]);
+        assert_eq!(o.metrics_window, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn utilization_target_key_priority() {
+        let canonical = ("job.autoscaler.utilization.target", "0.1");
+        let legacy = ("kubernetes.operator.job.autoscaler.utilization.target", "0.2");
+        let legacy_old_name = ("kubernetes.operator.job.autoscaler.target.utilization", "0.3");
+        let deprecated = ("job.autoscaler.target.utilization", "0.4");
+        let all = [canonical, legacy, legacy_old_name, deprecated];
+        for (i, expected) in [0.1, 0.2, 0.3, 0.4].into_iter().enumerate() {
+            assert_eq!(options(&all[i..]).utilization_target, expected, "keys {:?}", &all[i..]);
+        }
+        // The documented deprecated key alone still works; it only loses to every other key.
+        assert_eq!(options(&[deprecated]).utilization_target, 0.4);
+        assert_eq!(options(&[deprecated, legacy_old_name]).utilization_target, 0.3);
+    }
+
+    #[test]
+    fn scale_down_interval_key_priority() {
+        let canonical = ("job.autoscaler.scale-down.interval", "1 min");
+        let legacy_grace = ("kubernetes.operator.job.autoscaler.scale-up.grace-period", "2 min");
+        let legacy = ("kubernetes.operator.job.autoscaler.scale-down.interval", "3 min");
+        let deprecated = ("job.autoscaler.scale-up.grace-period", "4 min");
+        let all = [canonical, legacy_grace, legacy, deprecated];
+        for (i, minutes) in [1, 2, 3, 4].into_iter().enumerate() {
+            assert_eq!(
+                options(&all[i..]).scale_down_interval,
+                Duration::from_secs(minutes * MIN),
+                "{:?}",
+                &all[i..]
+            );
+        }
+        assert_eq!(options(&[deprecated]).scale_down_interval, Duration::from_secs(4 * MIN));
+    }
+
+    #[test]
+    fn alignment_mode_resolution() {
+        let mode = |pairs: &[(&str, &str)]| options(pairs).alignment_mode;
+        let key = "job.autoscaler.scaling.parallelism-alignment.mode";
+        let legacy = "job.autoscaler.scaling.key-group.partitions.adjust.mode";
+        assert_eq!(mode(&[(key, "BALANCED")]), AlignmentMode::Balanced);
+        assert_eq!(mode(&[(key, "EVENLY_SPREAD")]), AlignmentMode::EvenlySpread);
+        assert_eq!(mode(&[(key, "OFF")]), AlignmentMode::Off);
+        // A string option compared case-sensitively: anything else is a (missing) custom mode.
+        assert_eq!(mode(&[(key, "evenly_spread")]), AlignmentMode::Balanced);
+        assert_eq!(mode(&[(key, "off")]), AlignmentMode::Balanced);
+        assert_eq!(mode(&[(key, "my-plugin")]), AlignmentMode::Balanced);
+        // The legacy enum key is case-insensitive and only counts when the new key is unset.
+        assert_eq!(mode(&[(legacy, "EVENLY_SPREAD")]), AlignmentMode::LegacyEvenlySpread);
+        assert_eq!(mode(&[(legacy, "evenly_spread")]), AlignmentMode::LegacyEvenlySpread);
+        assert_eq!(
+            mode(&[(legacy, "Maximize_Utilisation")]),
+            AlignmentMode::LegacyMaximizeUtilisation
+        );
+        assert_eq!(
+            mode(&[(
+                "kubernetes.operator.job.autoscaler.scaling.key-group.partitions.adjust.mode",
+                "MAXIMIZE_UTILISATION"
+            )]),
+            AlignmentMode::LegacyMaximizeUtilisation
+        );
+        assert_eq!(
+            mode(&[(legacy, "MAXIMIZE_UTILISATION"), (key, "OFF")]),
+            AlignmentMode::Off
+        );
+        assert_eq!(
+            mode(&[(legacy, "MAXIMIZE_UTILISATION"), (key, "custom")]),
+            AlignmentMode::Balanced
+        );
+        // A bad legacy value only matters when it is consulted.
+        assert_eq!(mode(&[(legacy, "SOMETIMES"), (key, "OFF")]), AlignmentMode::Off);
+        assert_eq!(
+            error(&[(legacy, "SOMETIMES")]),
+            invalid(
+                legacy,
+                "SOMETIMES",
+                "\"SOMETIMES\" is not one of [EVENLY_SPREAD, MAXIMIZE_UTILISATION] (case-insensitive)"
+            )
+        );
+    }
+
+    #[test]
+    fn unparsable_values_name_the_key_that_was_set() {
+        let err = error(&[("job.autoscaler.metrics.window", "5 mins")]);
+        let OptionsError::InvalidValue { key, value, reason } = err;
+        assert_eq!(
+            (key.as_str(), value.as_str()),
+            ("job.autoscaler.metrics.window", "5 mins")
+        );
+        assert!(reason.contains("mins"), "{reason}");
+        for (key, value) in [
+            ("job.autoscaler.target.utilization", "high"),
+            ("kubernetes.operator.job.autoscaler.scale-up.grace-period", "1.5 h"),
+            ("job.autoscaler.enabled", "yes"),
+            ("job.autoscaler.scaling.enabled", " true"),
+            ("job.autoscaler.vertex.max-parallelism", "2.5"),
+            ("job.autoscaler.vertex.min-parallelism", " 2"),
+            ("job.autoscaler.history.max.count", "99999999999"),
+            ("job.autoscaler.metrics.busy-time.aggregator", "MEDIAN"),
+            ("job.autoscaler.quota.memory", "1 pb"),
+            ("job.autoscaler.quota.cpu", "inf"),
+            ("job.autoscaler.utilization.min", ""),
+            ("job.autoscaler.vertex.exclude.ids", "'unclosed"),
+            ("job.autoscaler.excluded.periods", "25:00-26:00"),
+            ("taskmanager.numberOfTaskSlots", "-1"),
+            ("taskmanager.memory.process.size", "lots"),
+        ] {
+            match error(&[(key, value)]) {
+                OptionsError::InvalidValue { key: k, value: v, .. } => {
+                    assert_eq!((k.as_str(), v.as_str()), (key, value))
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn doubles_follow_java_parse_double() {
+        for (text, value) in [
+            ("0.7", 0.7),
+            (" 0.7 ", 0.7),
+            ("1e-3", 0.001),
+            ("1E3", 1000.0),
+            ("+2", 2.0),
+            ("-0.5", -0.5),
+            (".5", 0.5),
+            ("5.", 5.0),
+            ("0.25d", 0.25),
+            ("3F", 3.0),
+            ("Infinity", f64::INFINITY),
+            ("-Infinity", f64::NEG_INFINITY),
+        ] {
+            assert_eq!(parse_double(text), Ok(value), "{text:?}");
+        }
+        assert!(parse_double("NaN").unwrap().is_nan());
+        for text in [
+            "", " ", "inf", "infinity", "nan", "NAN", "1,5", "1e", "--1", "+-1", "0x1p3", "1.2.3", "d",
+        ] {
+            assert!(parse_double(text).is_err(), "{text:?} should not parse");
+        }
+    }
+
+    #[test]
+    fn booleans_and_integers_follow_flink() {
+        assert_eq!(parse_bool("true"), Ok(true));
+        assert_eq!(parse_bool("TrUe"), Ok(true));
+        assert_eq!(parse_bool("FALSE"), Ok(false));
+        for text in ["yes", "1", " true", "true ", ""] {
+            assert!(parse_bool(text).is_err(), "{text:?}");
+        }
+        assert_eq!(parse_int("42"), Ok(42));
+        assert_eq!(parse_int("+42"), Ok(42));
+        assert_eq!(parse_int("-3"), Ok(-3));
+        assert_eq!(parse_int("2147483647"), Ok(i32::MAX));
+        for text in ["2147483648", "4.0", " 4", "4 ", "", "0x10"] {
+            assert!(parse_int(text).is_err(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn negative_counts_behave_like_zero() {
+        let o = options(&[
+            ("job.autoscaler.history.max.count", "-1"),
+            ("job.autoscaler.observed-true-processing-rate.min-observations", "-5"),
+        ]);
+        assert_eq!((o.history_max_count, o.observed_tpr_min_observations), (0, 0));
+    }
+
+    #[test]
+    fn lists_split_like_flink() {
+        assert_eq!(parse_list("a;b;c").unwrap(), ["a", "b", "c"]);
+        assert_eq!(parse_list("  a ;  b  ").unwrap(), ["a", "b"]);
+        assert_eq!(parse_list("a;;b").unwrap(), ["a", "", "b"]);
+        assert_eq!(parse_list("a; ;b").unwrap(), ["a", "", "b"]);
+        assert_eq!(parse_list(";a;").unwrap(), ["a"]);
+        assert_eq!(parse_list("").unwrap(), Vec::<String>::new());
+        assert_eq!(parse_list("'a;b';\"c\"").unwrap(), ["a;b", "c"]);
+        assert_eq!(parse_list("'it''s'").unwrap(), ["it's"]);
+        assert_eq!(parse_list("x'y").unwrap(), ["x'y"]);
+        assert!(parse_list("'open").is_err());
+        assert!(parse_list("'a'b;c").is_err());
+        // Cron expressions keep their inner spaces.
+        assert_eq!(
+            parse_list("* * 9-17 ? * MON-FRI ; 10:00-11:00").unwrap(),
+            ["* * 9-17 ? * MON-FRI", "10:00-11:00"]
+        );
+    }
+
+    #[test]
+    fn memory_sizes_follow_flink() {
+        for (text, bytes) in [
+            ("1024", 1024),
+            ("0", 0),
+            ("1b", 1),
+            ("7 bytes", 7),
+            ("1k", 1 << 10),
+            ("1 kb", 1 << 10),
+            ("1 kibibytes", 1 << 10),
+            ("512 mb", 512 << 20),
+            ("512m", 512 << 20),
+            ("3 mebibytes", 3 << 20),
+            ("2g", 2 << 30),
+            ("2 GB", 2 << 30),
+            ("2 gibibytes", 2 << 30),
+            ("1t", 1 << 40),
+            ("1 TB", 1 << 40),
+            ("1 tebibytes", 1 << 40),
+            ("  4 m  ", 4 << 20),
+        ] {
+            assert_eq!(parse_memory_size(text), Ok(bytes), "{text:?}");
+        }
+        for text in [
+            "",
+            "g",
+            "1.5g",
+            "-1g",
+            "1 pb",
+            "1 gib",
+            "9223372036854775807 k",
+            "99999999999999999999",
+        ] {
+            assert!(parse_memory_size(text).is_err(), "{text:?} should not parse");
+        }
+        assert_eq!(parse_memory_size("9223372036854775807"), Ok(i64::MAX as u64));
+    }
+
+    #[test]
+    fn evaluation_config_resolves_the_utilization_bounds() {
+        let restart = Duration::from_secs(42);
+        let c = options(&[]).evaluation_config(restart);
+        assert_eq!(c.utilization_target, 0.7);
+        assert!((c.utilization_max - 1.0).abs() < 1e-12 && (c.utilization_min - 0.4).abs() < 1e-12);
+        assert_eq!(c.restart_time, restart);
+        assert_eq!(c.catch_up_duration, Duration::from_secs(30 * MIN));
+        assert_eq!(c.backlog_lag_threshold, Duration::from_secs(5 * MIN));
+        assert_eq!(
+            (c.observed_tpr_switch_threshold, c.observed_tpr_min_observations),
+            (0.15, 2)
+        );
+        assert_eq!(c.busy_time_aggregator, BusyTimeAggregator::Max);
+
+        // Target 0.5 with boundary 0.25: bounds 0.75 / 0.25 unless max/min are set explicitly.
+        let o = options(&[
+            ("job.autoscaler.utilization.target", "0.5"),
+            ("job.autoscaler.target.utilization.boundary", "0.25"),
+        ]);
+        let c = o.evaluation_config(restart);
+        assert_eq!((c.utilization_max, c.utilization_min), (0.75, 0.25));
+        let o = options(&[
+            ("job.autoscaler.utilization.target", "0.5"),
+            ("job.autoscaler.target.utilization.boundary", "0.25"),
+            ("job.autoscaler.utilization.max", "0.6"),
+        ]);
+        let c = o.evaluation_config(restart);
+        assert_eq!((c.utilization_max, c.utilization_min), (0.6, 0.25));
+    }
+
+    #[test]
+    fn excluded_periods_are_checked_in_utc() {
+        let o = options(&[("job.autoscaler.excluded.periods", "* * * ? * 2,5 && 14:01:20-16:00:00")]);
+        let thursday = Utc.with_ymd_and_hms(2023, 12, 14, 14, 1, 30).unwrap();
+        assert_eq!(o.is_excluded_period(thursday), Ok(true));
+        assert_eq!(o.is_excluded_period(thursday - chrono::Duration::days(1)), Ok(false));
+        assert_eq!(options(&[]).is_excluded_period(thursday), Ok(false));
+        // Built by hand, a bad entry surfaces when it is evaluated.
+        let by_hand = AutoScalerOptions {
+            excluded_periods: vec!["nope".into()],
+            ..AutoScalerOptions::default()
+        };
+        assert!(by_hand.is_excluded_period(thursday).is_err());
+    }
+
+    #[test]
+    fn is_enabled_reads_only_the_switch() {
+        let conf = Configuration::from_iter([
+            ("job.autoscaler.enabled", "TRUE"),
+            ("job.autoscaler.metrics.window", "garbage"),
+        ]);
+        assert_eq!(AutoScalerOptions::is_enabled(&conf), Ok(true));
+        assert_eq!(AutoScalerOptions::is_enabled(&Configuration::new()), Ok(false));
+    }
+
+    #[test]
+    fn java_text_helpers() {
+        assert_eq!(java_trim("\u{1}\t a b \n"), "a b");
+        assert_eq!(java_trim("\u{a0}x\u{a0}"), "\u{a0}x\u{a0}");
+        assert_eq!(java_strip("\u{2003}x\t"), "x");
+        assert_eq!(java_strip("\u{a0}x"), "\u{a0}x");
+        assert_eq!(java_split("a-b", "-"), ["a", "b"]);
+        assert_eq!(java_split("a-b--", "-"), ["a", "b"]);
+        assert_eq!(java_split("-a", "-"), ["", "a"]);
+        assert_eq!(java_split("", "-"), [""]);
+        assert_eq!(java_split("--", "-"), Vec::<&str>::new());
+    }
+}
