@@ -28,7 +28,7 @@ pub use event::{AutoScalerEventHandler, EventType};
 pub use event_logging::LoggingEventHandler;
 pub use options::{AlignmentMode, AutoScalerOptions, OptionsError};
 pub use realizer::{RealizeError, ScalingRealizer};
-pub use standalone::{ControlLoopOptions, CycleReport, OptionsValidator, StandaloneAutoscaler};
+pub use standalone::{ControlLoopOptions, CycleReport, OptionsValidator, StandaloneAutoscaler, ValidationRejection};
 pub use state::{
     AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, RecommendedParallelism,
     ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking, StateError, StateResult,

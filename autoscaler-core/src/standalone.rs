@@ -29,8 +29,10 @@
 use crate::autoscaler::{FetchError, JobAutoScaler, JobListFetcher};
 use crate::config::Configuration;
 use crate::context::JobAutoScalerContext;
+use crate::duration::parse_duration;
 use crate::event::{AutoScalerEventHandler, EventType};
 use crate::options::OptionsError;
+use crate::validator::ValidationError;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
@@ -60,12 +62,23 @@ const DEFAULT_PARALLELISM: NonZeroUsize = match NonZeroUsize::new(100) {
     None => NonZeroUsize::MIN,
 };
 
-/// Checks a job's autoscaler options before it is scaled; `Err` holds the message of the
-/// `AutoScaler Options Validation` warning, and the job is not scaled in that cycle.
+/// Why an options validator refuses to let a job be scaled in this cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValidationRejection {
+    /// The options are invalid: one `AutoScaler Options Validation` warning, deduplicated over
+    /// `scaling.event.interval`.
+    Invalid(String),
+    /// The options cannot even be read: an `AutoscalerError` warning, as the reference reports the
+    /// exception its validator throws then.
+    Unreadable(String),
+}
+
+/// Checks a job's autoscaler options before it is scaled; a rejection is reported as an event and
+/// the job is not scaled in that cycle.
 pub type OptionsValidator<Ctx> = Arc<ValidatorFn<Ctx>>;
 
 /// The function behind an [`OptionsValidator`].
-pub type ValidatorFn<Ctx> = dyn Fn(&Ctx) -> Result<(), String> + Send + Sync;
+pub type ValidatorFn<Ctx> = dyn Fn(&Ctx) -> Result<(), ValidationRejection> + Send + Sync;
 
 /// Settings of the control loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,26 +145,11 @@ fn invalid(key: &str, value: &str, expected: &str) -> OptionsError {
 
 fn duration_option(conf: &Configuration, key: &str) -> Result<Duration, OptionsError> {
     let value = conf.get(key).unwrap_or_default();
-    parse_flink_duration(value).ok_or_else(|| invalid(key, value, "a duration such as `10 s`, `500 ms` or `1 min`"))
-}
-
-/// Flink's duration syntax: a number and an optional unit; no unit means milliseconds.
-fn parse_flink_duration(text: &str) -> Option<Duration> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    let nanos_per_unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
-        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => 1_000,
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000_000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000_000,
-        "h" | "hour" | "hours" => 3_600_000_000_000,
-        "d" | "day" | "days" => 86_400_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(nanos_per_unit).map(Duration::from_nanos)
+    parse_duration(value).map_err(|reason| OptionsError::InvalidValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        reason,
+    })
 }
 
 /// What one cycle did, for logs and tests.
@@ -245,10 +243,30 @@ where
         self
     }
 
-    /// Runs `validator` before every scale (the reference runs `AutoscalerValidator` here).
-    pub fn with_validator(mut self, validator: impl Fn(&Ctx) -> Result<(), String> + Send + Sync + 'static) -> Self {
+    /// Runs `validator` before every scale; its `Err` message becomes the
+    /// `AutoScaler Options Validation` warning.
+    pub fn with_validator(self, validator: impl Fn(&Ctx) -> Result<(), String> + Send + Sync + 'static) -> Self {
+        self.with_rejecting_validator(move |ctx: &Ctx| validator(ctx).map_err(ValidationRejection::Invalid))
+    }
+
+    /// Runs `validator` before every scale, with the full choice of [`ValidationRejection`]s.
+    pub fn with_rejecting_validator(
+        mut self,
+        validator: impl Fn(&Ctx) -> Result<(), ValidationRejection> + Send + Sync + 'static,
+    ) -> Self {
         self.validator = Some(Arc::new(validator));
         self
+    }
+
+    /// Validates every job's configuration with [`crate::validator::validate`] before scaling it,
+    /// as the reference's standalone executor runs `AutoscalerValidator`.
+    pub fn with_options_validation(self) -> Self {
+        self.with_rejecting_validator(|ctx: &Ctx| {
+            crate::validator::validate(ctx.configuration()).map_err(|e| match e {
+                ValidationError::Unreadable(_) => ValidationRejection::Unreadable(e.to_string()),
+                other => ValidationRejection::Invalid(other.to_string()),
+            })
+        })
     }
 
     /// Keys whose scale is in flight right now.
@@ -408,19 +426,29 @@ async fn scale_one<K, Ctx>(
 ) where
     Ctx: JobAutoScalerContext<K>,
 {
-    if let Some(Err(message)) = validator.map(|validate| validate(ctx)) {
-        tracing::warn!("autoscaler options do not validate, not scaling: {message}");
-        events
-            .handle_event(
-                ctx,
-                EventType::Warning,
-                VALIDATION_REASON,
-                &message,
-                None,
-                Some(event_interval),
-            )
-            .await;
-        return;
+    match validator.map(|validate| validate(ctx)) {
+        Some(Err(ValidationRejection::Invalid(message))) => {
+            tracing::warn!("autoscaler options do not validate, not scaling: {message}");
+            events
+                .handle_event(
+                    ctx,
+                    EventType::Warning,
+                    VALIDATION_REASON,
+                    &message,
+                    None,
+                    Some(event_interval),
+                )
+                .await;
+            return;
+        }
+        Some(Err(ValidationRejection::Unreadable(message))) => {
+            tracing::error!("autoscaler options cannot be read, not scaling: {message}");
+            events
+                .handle_event(ctx, EventType::Warning, AUTOSCALER_ERROR_REASON, &message, None, None)
+                .await;
+            return;
+        }
+        Some(Ok(())) | None => {}
     }
     if let Err(e) = autoscaler.scale(ctx).await {
         tracing::warn!(error = %e, "scaling failed");
@@ -952,15 +980,71 @@ mod tests {
         assert!(err.to_string().contains("2 fortnights"), "{err}");
     }
 
-    #[test]
-    fn flink_durations_parse_with_and_without_units() {
-        assert_eq!(parse_flink_duration("250"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_flink_duration(" 10 s "), Some(secs(10.0)));
-        assert_eq!(parse_flink_duration("2h"), Some(secs(7200.0)));
-        assert_eq!(parse_flink_duration("15 min"), Some(secs(900.0)));
-        assert_eq!(parse_flink_duration("7us"), Some(Duration::from_micros(7)));
-        assert_eq!(parse_flink_duration("s"), None);
-        assert_eq!(parse_flink_duration("-1 s"), None);
-        assert_eq!(parse_flink_duration("99999999999999 d"), None);
+    #[tokio::test(start_paused = true)]
+    async fn options_validation_reports_invalid_and_unreadable_options_differently() {
+        let scaler = Arc::new(RecordingScaler::new(&[]));
+        let events = Arc::new(CollectingEvents::default());
+        let jobs: Vec<Ctx> = vec![
+            BasicJobContext::new(
+                "invalid".to_owned(),
+                Configuration::from_iter([
+                    ("job.autoscaler.enabled", "true"),
+                    ("job.autoscaler.utilization.target", "0.7"),
+                    ("job.autoscaler.utilization.max", "0.5"),
+                ]),
+                (),
+            ),
+            BasicJobContext::new(
+                "unreadable".to_owned(),
+                Configuration::from_iter([("job.autoscaler.enabled", "maybe")]),
+                (),
+            ),
+            BasicJobContext::new(
+                "valid".to_owned(),
+                Configuration::from_iter([("job.autoscaler.enabled", "true")]),
+                (),
+            ),
+        ];
+        struct Fixed(Vec<Ctx>);
+        #[async_trait]
+        impl JobListFetcher<String, Ctx> for Fixed {
+            async fn fetch(&self, _base: &Configuration) -> Result<Vec<Ctx>, FetchError> {
+                Ok(self.0.clone())
+            }
+        }
+        let mut control_loop = StandaloneAutoscaler::new(
+            Arc::new(Fixed(jobs)) as Arc<dyn JobListFetcher<String, Ctx>>,
+            Arc::clone(&scaler) as Arc<dyn JobAutoScaler<String, Ctx>>,
+            Arc::clone(&events) as Arc<dyn AutoScalerEventHandler<String, Ctx>>,
+            options(1000, 4),
+        )
+        .with_options_validation();
+        control_loop.run_cycle().await.unwrap();
+        control_loop.wait_idle().await;
+
+        assert_eq!(
+            (
+                scaler.scales("invalid"),
+                scaler.scales("unreadable"),
+                scaler.scales("valid")
+            ),
+            (0, 0, 1)
+        );
+        let mut events = events.events();
+        events.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(
+            (events[0].0.as_str(), events[0].2.as_str(), events[0].4),
+            ("invalid", VALIDATION_REASON, Some(Duration::from_secs(1800)))
+        );
+        assert_eq!(
+            events[0].3,
+            "The AutoScalerOption job.autoscaler.utilization.max is invalid, it should be a value within the range [0.7, 1.0]"
+        );
+        assert_eq!(
+            (events[1].0.as_str(), events[1].2.as_str(), events[1].4),
+            ("unreadable", AUTOSCALER_ERROR_REASON, None)
+        );
+        assert!(events[1].3.contains("maybe"), "{}", events[1].3);
     }
 }
