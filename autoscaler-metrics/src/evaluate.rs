@@ -568,3 +568,707 @@ fn java_round(x: f64) -> f64 {
     // `+ 0.0` turns −0.0 into 0.0: a Java long has no negative zero.
     (rounded + 0.0).clamp(i64::MIN as f64, i64::MAX as f64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CollectedMetrics, EdgeSpec, ShipStrategy, VertexSpec};
+    use ScalingMetric::*;
+    use chrono::{DateTime, TimeZone, Utc};
+
+    type Metrics<'a> = &'a [(ScalingMetric, f64)];
+
+    fn ms(millis: i64) -> DateTime<Utc> {
+        Utc.timestamp_millis_opt(millis).single().expect("valid instant")
+    }
+
+    fn snapshot(vertices: &[(&str, Metrics<'_>)], global: Metrics<'_>) -> CollectedMetrics {
+        CollectedMetrics {
+            vertex_metrics: vertices
+                .iter()
+                .map(|(id, m)| ((*id).into(), m.iter().copied().collect()))
+                .collect(),
+            global_metrics: global.iter().copied().collect(),
+        }
+    }
+
+    fn history(snapshots: Vec<(i64, CollectedMetrics)>) -> MetricHistory {
+        snapshots.into_iter().map(|(t, s)| (ms(t), s)).collect()
+    }
+
+    fn topology(vertices: &[(&str, u32)], edges: &[(&str, &str)]) -> JobTopology {
+        JobTopology::new(
+            vertices.iter().map(|(id, p)| VertexSpec::new(*id, *p, 128)).collect(),
+            edges
+                .iter()
+                .map(|(from, to)| EdgeSpec::new(*from, *to, ShipStrategy::Rebalance))
+                .collect(),
+        )
+        .expect("valid topology")
+    }
+
+    fn index(topology: &JobTopology, id: &str) -> usize {
+        topology.index_of(id).expect("known vertex")
+    }
+
+    fn with(metrics: &[(ScalingMetric, EvaluatedScalingMetric)]) -> EvaluatedVertexMetrics {
+        metrics.iter().copied().collect()
+    }
+
+    // --- busy time and true processing rate (anchor-features §2.3.4) ---
+
+    #[test]
+    fn busy_time_is_the_load_mean_for_max_and_min_and_the_counter_rate_for_avg() {
+        // Reference testBusyTimeEvaluation: LOAD 0.2/0.3/0.4, busy counter +200 ms per second.
+        let topo = topology(&[("v", 2)], &[]);
+        let h = history(vec![
+            (
+                1000,
+                snapshot(&[("v", &[(Load, 0.2), (AccumulatedBusyTime, 10_000.0)])], &[]),
+            ),
+            (
+                2000,
+                snapshot(&[("v", &[(Load, 0.3), (AccumulatedBusyTime, 10_200.0)])], &[]),
+            ),
+            (
+                3000,
+                snapshot(&[("v", &[(Load, 0.4), (AccumulatedBusyTime, 10_400.0)])], &[]),
+            ),
+        ]);
+        let window = Window::read(&topo, &h);
+        let v = &window.vertices[0];
+        for aggregator in [BusyTimeAggregator::Max, BusyTimeAggregator::Min] {
+            // Parallelism does not matter for the gauge mean.
+            assert_eq!(busy_time_ms_per_second(v, 2.0, aggregator), 300.0);
+            assert_eq!(busy_time_ms_per_second(v, 1.0, aggregator), 300.0);
+        }
+        // 400 ms over 2 s = 200 ms/s for the whole vertex, split over the subtasks.
+        assert_eq!(busy_time_ms_per_second(v, 2.0, BusyTimeAggregator::Avg), 100.0);
+        assert_eq!(busy_time_ms_per_second(v, 1.0, BusyTimeAggregator::Avg), 200.0);
+    }
+
+    #[test]
+    fn tpr_input_rate_matches_the_busy_time_estimator() {
+        // Counter rate 1000 * 100 / 1000 ms = 100/s; per-second gauge mean (40 + 60) / 2 = 50/s.
+        let topo = topology(&[("v", 1)], &[]);
+        let h = history(vec![
+            (
+                1000,
+                snapshot(&[("v", &[(NumRecordsIn, 0.0), (NumRecordsInPerSecond, 40.0)])], &[]),
+            ),
+            (
+                2000,
+                snapshot(&[("v", &[(NumRecordsIn, 100.0), (NumRecordsInPerSecond, 60.0)])], &[]),
+            ),
+        ]);
+        let window = Window::read(&topo, &h);
+        assert_eq!(tpr_input_rate(&window.vertices[0], BusyTimeAggregator::Max), 50.0);
+        assert_eq!(tpr_input_rate(&window.vertices[0], BusyTimeAggregator::Min), 50.0);
+        assert_eq!(tpr_input_rate(&window.vertices[0], BusyTimeAggregator::Avg), 100.0);
+
+        // Without the gauge (sources), or with only infinite gauge values, MAX falls back to the counter.
+        for gauge in [f64::NAN, f64::INFINITY] {
+            let h = history(vec![
+                (
+                    1000,
+                    snapshot(&[("v", &[(NumRecordsIn, 0.0), (NumRecordsInPerSecond, gauge)])], &[]),
+                ),
+                (2000, snapshot(&[("v", &[(NumRecordsIn, 100.0)])], &[])),
+            ]);
+            let window = Window::read(&topo, &h);
+            assert_eq!(tpr_input_rate(&window.vertices[0], BusyTimeAggregator::Max), 100.0);
+        }
+    }
+
+    #[test]
+    fn busy_time_tpr_divides_the_input_rate_by_the_busy_ratio() {
+        assert_eq!(tpr_from_busy_time(100.0, 35.0), 350.0);
+        assert_eq!(tpr_from_busy_time(500.0, 100.0), 200.0);
+        // No input: infinite capacity, whatever the busy time (reference testZeroValuesForRatesOrBusyness).
+        assert_eq!(tpr_from_busy_time(0.0, 0.0), f64::INFINITY);
+        assert_eq!(tpr_from_busy_time(1.0, 0.0), f64::INFINITY);
+        assert_eq!(tpr_from_busy_time(f64::NAN, 0.0), f64::INFINITY);
+        // Input but zero busy time: x / 0 = +Inf.
+        assert_eq!(tpr_from_busy_time(0.0, 1.0), f64::INFINITY);
+        assert!(tpr_from_busy_time(f64::NAN, f64::NAN).is_nan());
+        assert!(tpr_from_busy_time(100.0, f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn observed_tpr_is_averaged_with_a_minimum_number_of_observations() {
+        // Reference testObservedTprEvaluation: observed 200 and 400 average 300, busy-time TPR 350.
+        let topo = topology(&[("src", 1)], &[]);
+        let h = history(vec![
+            (1000, snapshot(&[("src", &[(ObservedTpr, 200.0)])], &[])),
+            (
+                2000,
+                snapshot(&[("src", &[(ObservedTpr, 400.0)])], &[]),
+            ),
+        ]);
+        let window = Window::read(&topo, &h);
+        let observed = |min| window.vertices[0].observed_tpr.average(min);
+        let busy = tpr_from_busy_time(100.0, 35.0);
+        assert_eq!(observed(2), 300.0);
+        // 350 <= 300 * 1.2: busy time is trusted.
+        assert_eq!(select_true_processing_rate(busy, observed(2), 0.2), 350.0);
+        // 350 > 300 * 1.1: busy time looks too large, the observed rate wins.
+        assert_eq!(select_true_processing_rate(busy, observed(2), 0.1), 300.0);
+        // Fewer than 3 observations: no observed rate, busy time is used.
+        assert!(observed(3).is_nan());
+        assert_eq!(select_true_processing_rate(busy, observed(3), 0.1), 350.0);
+    }
+
+    #[test]
+    fn switch_rule_handles_nan_and_infinity() {
+        // No observed rate: busy time, even infinite or NaN.
+        assert_eq!(
+            select_true_processing_rate(f64::INFINITY, f64::NAN, 0.15),
+            f64::INFINITY
+        );
+        assert!(select_true_processing_rate(f64::NAN, f64::NAN, 0.15).is_nan());
+        // Unusable busy-time rate: observed (reference testMissingBusyTimeTpr).
+        assert_eq!(select_true_processing_rate(f64::NAN, 300.0, 0.15), 300.0);
+        assert_eq!(select_true_processing_rate(f64::INFINITY, 300.0, 0.15), 300.0);
+        // An infinite observed rate never beats a finite busy-time rate.
+        assert_eq!(select_true_processing_rate(500.0, f64::INFINITY, 0.15), 500.0);
+        // Exactly at the threshold: busy time (the comparison is strict).
+        let at_threshold = 100.0 * (1.0 + 0.15);
+        assert_eq!(select_true_processing_rate(at_threshold, 100.0, 0.15), at_threshold);
+        assert_eq!(select_true_processing_rate(116.0, 100.0, 0.15), 100.0);
+    }
+
+    // --- edge data rates and target-rate propagation (anchor-features §2.3.3) ---
+
+    #[test]
+    fn edge_rate_uses_the_single_input_or_subtracts_single_output_siblings() {
+        // Reference testComputableOutputRatios.
+        let topo = topology(
+            &[("s1", 1), ("s2", 1), ("op", 1), ("sink", 1)],
+            &[("s1", "op"), ("s2", "op"), ("op", "sink")],
+        );
+        let first = snapshot(
+            &[
+                ("s1", &[(NumRecordsIn, 100.0), (NumRecordsOut, 100.0)]),
+                ("s2", &[(NumRecordsIn, 100.0), (NumRecordsOut, 100.0)]),
+                ("op", &[(NumRecordsIn, 100.0)]),
+                ("sink", &[(NumRecordsIn, 100.0)]),
+            ],
+            &[],
+        );
+        let second = snapshot(
+            &[
+                ("s1", &[(NumRecordsIn, 200.0), (NumRecordsOut, 300.0)]),
+                ("s2", &[(NumRecordsIn, 200.0), (NumRecordsOut, 150.0)]),
+                ("op", &[(NumRecordsIn, 350.0)]),
+                ("sink", &[(NumRecordsIn, 150.0)]),
+            ],
+            &[],
+        );
+        let h = history(vec![(1000, first), (2000, second)]);
+        let window = Window::read(&topo, &h);
+        let (s1, s2, op, sink) = (
+            index(&topo, "s1"),
+            index(&topo, "s2"),
+            index(&topo, "op"),
+            index(&topo, "sink"),
+        );
+        // Case 2: op receives 250/s, s2 alone sends 50/s, so s1 -> op carries 200/s for 100/s in.
+        assert_eq!(edge_data_rate(&topo, &window, s1, op), 200.0);
+        assert_eq!(edge_output_ratio(&topo, &window, s1, op), 2.0);
+        assert_eq!(edge_output_ratio(&topo, &window, s2, op), 0.5);
+        // Case 1: the sink's own input rate, 50/s for op's 250/s.
+        assert_eq!(edge_data_rate(&topo, &window, op, sink), 50.0);
+        assert_eq!(edge_output_ratio(&topo, &window, op, sink), 0.2);
+    }
+
+    #[test]
+    fn edge_rate_falls_back_to_the_upstream_output_rate() {
+        // Reference testOutputRatioFallbackToOutPerSecond: both sources feed both operators.
+        let topo = topology(
+            &[("s1", 1), ("s2", 1), ("op1", 1), ("op2", 1)],
+            &[("s1", "op1"), ("s2", "op1"), ("s1", "op2"), ("s2", "op2")],
+        );
+        let h = history(vec![
+            (
+                1000,
+                snapshot(
+                    &[
+                        ("s1", &[(NumRecordsIn, 0.0), (NumRecordsOut, 0.0)]),
+                        ("s2", &[(NumRecordsIn, 0.0), (NumRecordsOut, 0.0)]),
+                    ],
+                    &[],
+                ),
+            ),
+            (
+                2000,
+                snapshot(
+                    &[
+                        ("s1", &[(NumRecordsIn, 100.0), (NumRecordsOut, 200.0)]),
+                        ("s2", &[(NumRecordsIn, 100.0), (NumRecordsOut, 50.0)]),
+                    ],
+                    &[],
+                ),
+            ),
+        ]);
+        let window = Window::read(&topo, &h);
+        let (s1, s2) = (index(&topo, "s1"), index(&topo, "s2"));
+        for op in [index(&topo, "op1"), index(&topo, "op2")] {
+            assert_eq!(edge_output_ratio(&topo, &window, s1, op), 2.0);
+            assert_eq!(edge_output_ratio(&topo, &window, s2, op), 0.5);
+        }
+    }
+
+    #[test]
+    fn edge_rate_with_an_unknown_sibling_output_falls_back_and_idle_inputs_give_ratio_zero() {
+        // op has inputs a and b, each with one output, but b has no output counter: case 3 for a.
+        let topo = topology(&[("a", 1), ("b", 1), ("op", 1)], &[("a", "op"), ("b", "op")]);
+        let h = history(vec![
+            (
+                0,
+                snapshot(
+                    &[
+                        ("a", &[(NumRecordsIn, 0.0), (NumRecordsOut, 0.0)]),
+                        ("b", &[(NumRecordsIn, 0.0)]),
+                        ("op", &[(NumRecordsIn, 0.0)]),
+                    ],
+                    &[],
+                ),
+            ),
+            (
+                1000,
+                snapshot(
+                    &[
+                        ("a", &[(NumRecordsIn, 10.0), (NumRecordsOut, 30.0)]),
+                        ("b", &[(NumRecordsIn, 0.0)]),
+                        ("op", &[(NumRecordsIn, 1000.0)]),
+                    ],
+                    &[],
+                ),
+            ),
+        ]);
+        let window = Window::read(&topo, &h);
+        let (a, b, op) = (index(&topo, "a"), index(&topo, "b"), index(&topo, "op"));
+        assert_eq!(edge_data_rate(&topo, &window, a, op), 30.0);
+        assert_eq!(edge_output_ratio(&topo, &window, a, op), 3.0);
+        // b receives nothing: its ratio is flattened to 0 rather than exploding.
+        assert_eq!(edge_output_ratio(&topo, &window, b, op), 0.0);
+    }
+
+    /// src -> op -> sink, 10 s apart: src reads 100/s with lag growing 10/s to 100, op forwards
+    /// 100/s and emits 200/s, the sink reads 200/s. Every vertex is 50 % busy.
+    fn chain_history() -> (JobTopology, MetricHistory) {
+        let topo = topology(&[("src", 2), ("op", 4), ("sink", 1)], &[("src", "op"), ("op", "sink")]);
+        let at = |t: f64, lag: f64| {
+            snapshot(
+                &[
+                    (
+                        "src",
+                        &[
+                            (Load, 0.5),
+                            (NumRecordsIn, 100.0 * t),
+                            (NumRecordsOut, 100.0 * t),
+                            (Lag, lag),
+                        ],
+                    ),
+                    (
+                        "op",
+                        &[
+                            (Load, 0.5),
+                            (NumRecordsIn, 100.0 * t),
+                            (NumRecordsOut, 200.0 * t),
+                            (NumRecordsInPerSecond, 100.0),
+                        ],
+                    ),
+                    (
+                        "sink",
+                        &[(Load, 0.5), (NumRecordsIn, 200.0 * t), (NumRecordsInPerSecond, 200.0)],
+                    ),
+                ],
+                &[],
+            )
+        };
+        (topo, history(vec![(0, at(0.0, 0.0)), (10_000, at(10.0, 100.0))]))
+    }
+
+    #[test]
+    fn target_and_catch_up_rates_propagate_through_output_ratios() {
+        let (topo, h) = chain_history();
+        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let get = |id: &str, m| result.vertex_metric(id, m).expect("metric present");
+        // Source: 100/s read + 10/s lag growth; catch-up 100 lag / 1800 s = 0.0555… -> 0.056.
+        assert_eq!(get("src", TargetDataRate), EvaluatedScalingMetric::avg(110.0));
+        assert_eq!(get("src", CatchUpDataRate), EvaluatedScalingMetric::of(0.056));
+        // op: ratio 100/100 = 1; sink: ratio 200/100 = 2, applied to the rounded upstream values.
+        assert_eq!(get("op", TargetDataRate).average, 110.0);
+        assert_eq!(get("op", CatchUpDataRate).current, 0.056);
+        assert_eq!(get("sink", TargetDataRate).average, 220.0);
+        assert_eq!(get("sink", CatchUpDataRate).current, 0.112);
+    }
+
+    #[test]
+    fn evaluation_reports_the_reference_metric_set() {
+        let (topo, h) = chain_history();
+        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let src = &result.vertices["src"];
+        // Busy 500 ms/s; the source has no per-second gauge, so its TPR is 100 / 0.5.
+        assert_eq!(src.get(Load), Some(EvaluatedScalingMetric::avg(0.5)));
+        assert_eq!(src.get(TrueProcessingRate), Some(EvaluatedScalingMetric::avg(200.0)));
+        assert_eq!(src.get(Lag), Some(EvaluatedScalingMetric::of(100.0)));
+        assert_eq!(src.get(Parallelism), Some(EvaluatedScalingMetric::of(2.0)));
+        assert_eq!(src.get(MaxParallelism), Some(EvaluatedScalingMetric::of(128.0)));
+        assert_eq!(src.get(NumSourcePartitions), Some(EvaluatedScalingMetric::of(0.0)));
+        // Up: 0.056 + 110 / 1.0 -> 110. Down: 0.056 + 110 * 300 / 1800 + 110 / 0.4 = 293.389 -> 293.
+        assert_eq!(src.get(ScaleUpRateThreshold), Some(EvaluatedScalingMetric::of(110.0)));
+        assert_eq!(src.get(ScaleDownRateThreshold), Some(EvaluatedScalingMetric::of(293.0)));
+        assert_eq!(src.len(), 10);
+        // The sink: 200 / 0.5 from its gauge; no LAG because the latest snapshot has none for it.
+        let sink = &result.vertices["sink"];
+        assert_eq!(sink.get(TrueProcessingRate), Some(EvaluatedScalingMetric::avg(400.0)));
+        assert_eq!(sink.get(Lag), None);
+        assert_eq!(sink.len(), 9);
+        // 0.112 + 220 -> 220; 0.112 + 36.667 + 550 = 586.779 -> 587.
+        assert_eq!(sink.get(ScaleUpRateThreshold), Some(EvaluatedScalingMetric::of(220.0)));
+        assert_eq!(
+            sink.get(ScaleDownRateThreshold),
+            Some(EvaluatedScalingMetric::of(587.0))
+        );
+        assert_eq!(
+            result.vertices.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["op", "sink", "src"]
+        );
+    }
+
+    #[test]
+    fn zero_catch_up_duration_means_no_catch_up_rate() {
+        let (topo, h) = chain_history();
+        let config = EvaluationConfig {
+            catch_up_duration: Duration::ZERO,
+            ..EvaluationConfig::default()
+        };
+        let result = evaluate(&topo, &h, &config).expect("rates are known");
+        assert_eq!(
+            result.vertex_metric("src", CatchUpDataRate),
+            Some(EvaluatedScalingMetric::of(0.0))
+        );
+        // No restart allowance either: 110 / 0.4 = 275.
+        assert_eq!(
+            result.vertex_metric("src", ScaleDownRateThreshold),
+            Some(EvaluatedScalingMetric::of(275.0))
+        );
+    }
+
+    #[test]
+    fn finished_vertices_are_evaluated_like_any_other() {
+        let topo = JobTopology::new(
+            vec![VertexSpec {
+                finished: true,
+                num_source_partitions: 8,
+                ..VertexSpec::new("done", 3, 128)
+            }],
+            vec![],
+        )
+        .expect("valid");
+        let zeros: Metrics<'_> = &[(Load, 0.0), (NumRecordsIn, 0.0), (Lag, 0.0), (AccumulatedBusyTime, 0.0)];
+        let h = history(vec![
+            (0, snapshot(&[("done", zeros)], &[])),
+            (1000, snapshot(&[("done", zeros)], &[])),
+        ]);
+        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let done = &result.vertices["done"];
+        assert_eq!(done.get(TargetDataRate), Some(EvaluatedScalingMetric::avg(0.0)));
+        assert_eq!(
+            done.get(TrueProcessingRate),
+            Some(EvaluatedScalingMetric::avg(f64::INFINITY))
+        );
+        assert_eq!(done.get(NumSourcePartitions), Some(EvaluatedScalingMetric::of(8.0)));
+        assert_eq!(done.get(ScaleUpRateThreshold), Some(EvaluatedScalingMetric::of(0.0)));
+    }
+
+    #[test]
+    fn a_source_without_two_input_or_lag_samples_cannot_be_evaluated() {
+        let topo = topology(&[("src", 1)], &[]);
+        let one = history(vec![(0, snapshot(&[("src", &[(NumRecordsIn, 0.0), (Lag, 0.0)])], &[]))]);
+        let no_lag = history(vec![
+            (0, snapshot(&[("src", &[(NumRecordsIn, 0.0)])], &[])),
+            (1000, snapshot(&[("src", &[(NumRecordsIn, 10.0)])], &[])),
+        ]);
+        for h in [one, no_lag, MetricHistory::new()] {
+            let err = evaluate(&topo, &h, &EvaluationConfig::default()).expect_err("no ingestion rate");
+            assert_eq!(err, MetricsError::MissingIngestionRate { vertex: "src".into() });
+            assert_eq!(
+                err.to_string(),
+                "Cannot evaluate metrics without ingestion rate information"
+            );
+        }
+    }
+
+    #[test]
+    fn negative_ingestion_is_clamped_to_zero() {
+        // Lag shrinking faster than records arrive: max(0, 10 - 50) = 0.
+        let topo = topology(&[("src", 1)], &[]);
+        let h = history(vec![
+            (0, snapshot(&[("src", &[(NumRecordsIn, 0.0), (Lag, 100.0)])], &[])),
+            (1000, snapshot(&[("src", &[(NumRecordsIn, 10.0), (Lag, 50.0)])], &[])),
+        ]);
+        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        assert_eq!(
+            result.vertex_metric("src", TargetDataRate),
+            Some(EvaluatedScalingMetric::avg(0.0))
+        );
+    }
+
+    #[test]
+    fn vertices_missing_from_snapshots_read_as_nan_and_unknown_ids_are_ignored() {
+        let topo = topology(&[("src", 1)], &[]);
+        let h = history(vec![
+            (0, snapshot(&[("src", &[(NumRecordsIn, 0.0), (Lag, 0.0)])], &[])),
+            (500, snapshot(&[("ghost", &[(NumRecordsIn, 1e9)])], &[])),
+            (
+                1000,
+                snapshot(
+                    &[
+                        ("a-ghost", &[]),
+                        ("src", &[(NumRecordsIn, 10.0), (Lag, 0.0)]),
+                        ("z", &[]),
+                    ],
+                    &[],
+                ),
+            ),
+        ]);
+        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        assert_eq!(result.vertices.len(), 1);
+        assert_eq!(
+            result.vertex_metric("src", TargetDataRate),
+            Some(EvaluatedScalingMetric::avg(10.0))
+        );
+    }
+
+    // --- backlog (anchor-features §2.3.2) ---
+
+    fn backlog(lag: f64, records_in_after_1s: f64, threshold: Duration) -> bool {
+        let topo = topology(&[("src", 1), ("sink", 1)], &[("src", "sink")]);
+        let h = history(vec![
+            (
+                0,
+                snapshot(&[("src", &[(Lag, 0.0), (NumRecordsIn, 0.0)]), ("sink", &[])], &[]),
+            ),
+            (
+                1000,
+                snapshot(
+                    &[
+                        ("src", &[(Lag, lag), (NumRecordsIn, records_in_after_1s)]),
+                        ("sink", &[]),
+                    ],
+                    &[],
+                ),
+            ),
+        ]);
+        let config = EvaluationConfig {
+            backlog_lag_threshold: threshold,
+            ..EvaluationConfig::default()
+        };
+        is_processing_backlog(&topo, &Window::read(&topo, &h), &config)
+    }
+
+    #[test]
+    fn backlog_when_lag_exceeds_the_threshold_at_the_input_rate() {
+        let five_min = Duration::from_secs(300);
+        // Reference testBacklogProcessingEvaluation, input 200/s.
+        assert!(!backlog(0.0, 100.0, five_min));
+        assert!(backlog(250.0 * 300.0, 200.0, five_min), "375 s of lag");
+        assert!(!backlog(180.0 * 300.0, 200.0, five_min), "270 s of lag");
+        // Exactly at the threshold is not above it.
+        assert!(!backlog(300.0 * 200.0, 200.0, five_min));
+        // Zero input with lag: +Inf seconds of lag.
+        assert!(backlog(1.0, 0.0, five_min));
+        // Zero input, zero lag: 0/0 = NaN is not above anything.
+        assert!(!backlog(0.0, 0.0, five_min));
+        // The threshold counts in whole seconds: 300.9 s is 300 s.
+        assert!(backlog(300.5 * 200.0, 200.0, Duration::from_millis(300_900)));
+    }
+
+    #[test]
+    fn backlog_ignores_missing_lag_and_missing_rates() {
+        let topo = topology(&[("src", 1)], &[]);
+        let config = EvaluationConfig::default();
+        let no_lag = history(vec![
+            (0, snapshot(&[("src", &[(NumRecordsIn, 0.0)])], &[])),
+            (1000, snapshot(&[("src", &[(NumRecordsIn, 100.0)])], &[])),
+        ]);
+        assert!(!is_processing_backlog(&topo, &Window::read(&topo, &no_lag), &config));
+        let no_rate = history(vec![(1000, snapshot(&[("src", &[(Lag, 1e12)])], &[]))]);
+        assert!(!is_processing_backlog(&topo, &Window::read(&topo, &no_rate), &config));
+    }
+
+    #[test]
+    fn backlog_lifts_the_scale_down_threshold_to_infinity() {
+        // Lag 100 000 at 100/s is 1000 s of backlog.
+        let topo = topology(&[("src", 1)], &[]);
+        let h = history(vec![
+            (0, snapshot(&[("src", &[(NumRecordsIn, 0.0), (Lag, 100_000.0)])], &[])),
+            (
+                10_000,
+                snapshot(&[("src", &[(NumRecordsIn, 1000.0), (Lag, 100_000.0)])], &[]),
+            ),
+        ]);
+        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        // Up at utilization 1: 100000 / 1800 = 55.556 + 100 -> 156.
+        assert_eq!(
+            result.vertex_metric("src", ScaleUpRateThreshold),
+            Some(EvaluatedScalingMetric::of(156.0))
+        );
+        assert_eq!(
+            result.vertex_metric("src", ScaleDownRateThreshold),
+            Some(EvaluatedScalingMetric::of(f64::INFINITY))
+        );
+    }
+
+    // --- thresholds (anchor-features §2.3.5) ---
+
+    fn thresholds(target: f64, catch_up: f64, catch_up_s: u64, restart_s: u64, backlog: bool) -> (f64, f64) {
+        let metrics = with(&[
+            (TargetDataRate, EvaluatedScalingMetric::avg(target)),
+            (CatchUpDataRate, EvaluatedScalingMetric::of(catch_up)),
+        ]);
+        let config = EvaluationConfig {
+            utilization_max: 0.9,
+            utilization_min: 0.7,
+            catch_up_duration: Duration::from_secs(catch_up_s),
+            restart_time: Duration::from_secs(restart_s),
+            ..EvaluationConfig::default()
+        };
+        compute_processing_rate_thresholds(&metrics, &config, backlog)
+    }
+
+    #[test]
+    fn threshold_vectors_of_the_reference() {
+        // 350 + 700 / 0.9 = 1127.8 -> 1128; 350 + 700 * 1 / 2 + 700 / 0.7 = 1700.
+        assert_eq!(thresholds(700.0, 350.0, 2, 1, false), (1128.0, 1700.0));
+        assert_eq!(thresholds(700.0, 0.0, 2, 1, false), (778.0, 1350.0));
+        assert_eq!(thresholds(700.0, 0.0, 0, 1, false), (778.0, 1000.0));
+        assert_eq!(thresholds(700.0, 350.0, 2, 1, true), (1050.0, f64::INFINITY));
+        assert_eq!(thresholds(700.0, 0.0, 2, 1, true), (700.0, f64::INFINITY));
+        // A tracked restart of 10 s: 350 + 700 * 10 / 2 + 1000 = 4850.
+        assert_eq!(thresholds(700.0, 350.0, 2, 10, false), (1128.0, 4850.0));
+        assert_eq!(thresholds(700.0, 0.0, 2, 10, false), (778.0, 4500.0));
+    }
+
+    #[test]
+    fn capacity_is_nan_without_rates_and_clamps_the_utilization() {
+        let config = EvaluationConfig::default();
+        let target_only = with(&[(TargetDataRate, EvaluatedScalingMetric::avg(100.0))]);
+        let catch_up_only = with(&[(CatchUpDataRate, EvaluatedScalingMetric::of(0.0))]);
+        assert!(target_processing_capacity(&target_only, &config, 0.5, false).is_nan());
+        assert!(target_processing_capacity(&catch_up_only, &config, 0.5, false).is_nan());
+        // A NaN rate wins over a zero utilization.
+        assert!(target_processing_capacity(&catch_up_only, &config, 0.0, false).is_nan());
+        let both = with(&[
+            (TargetDataRate, EvaluatedScalingMetric::avg(100.0)),
+            (CatchUpDataRate, EvaluatedScalingMetric::of(0.0)),
+        ]);
+        assert_eq!(target_processing_capacity(&both, &config, 0.0, true), f64::INFINITY);
+        assert_eq!(target_processing_capacity(&both, &config, -1.0, true), f64::INFINITY);
+        assert_eq!(target_processing_capacity(&both, &config, 2.0, false), 100.0);
+        assert_eq!(target_processing_capacity(&both, &config, 0.8, false), 125.0);
+        // 100 * 300 / 1800 = 16.67 + 125 = 141.67 -> 142.
+        assert_eq!(target_processing_capacity(&both, &config, 0.8, true), 142.0);
+        // A NaN utilization behaves as Java's: NaN arithmetic, then Math.round(NaN) = 0.
+        assert_eq!(target_processing_capacity(&both, &config, f64::NAN, false), 0.0);
+    }
+
+    #[test]
+    fn java_rounding_semantics() {
+        assert_eq!(java_round(2.5), 3.0);
+        assert_eq!(java_round(-2.5), -2.0);
+        assert_eq!(java_round(1127.78), 1128.0);
+        assert_eq!(java_round(0.499_999_999_999_999_94), 0.0);
+        assert_eq!(java_round(f64::NAN), 0.0);
+        assert_eq!(java_round(f64::INFINITY), 9.223_372_036_854_776e18);
+        assert_eq!(java_round(f64::NEG_INFINITY), -9.223_372_036_854_776e18);
+        assert!(java_round(-0.2).is_sign_positive());
+        assert!(java_max(0.0, f64::NAN).is_nan());
+        assert!(java_max(0.0, -0.0).is_sign_positive());
+        assert!(java_min(0.0, -0.0).is_sign_negative());
+        assert_eq!(java_max(0.0, -3.0), 0.0);
+        assert_eq!(java_min(1.0, 0.9), 0.9);
+    }
+
+    // --- global metrics (anchor-features §2.3.6) ---
+
+    #[test]
+    fn global_metrics_report_latest_values_and_window_means() {
+        let topo = topology(&[("src", 1)], &[]);
+        let src: Metrics<'_> = &[(NumRecordsIn, 0.0), (Lag, 0.0)];
+        let h = history(vec![
+            (
+                0,
+                snapshot(
+                    &[("src", src)],
+                    &[
+                        (HeapMemoryUsed, 100.0),
+                        (HeapMaxUsageRatio, 0.1),
+                        (GcPressure, 0.5),
+                        (NumTaskSlotsUsed, 2.0),
+                    ],
+                ),
+            ),
+            (
+                1000,
+                snapshot(&[("src", src)], &[(HeapMemoryUsed, 300.0), (HeapMaxUsageRatio, 0.2)]),
+            ),
+        ]);
+        let global = evaluate(&topo, &h, &EvaluationConfig::default())
+            .expect("rates are known")
+            .global;
+        assert_eq!(
+            global.get(HeapMemoryUsed),
+            Some(EvaluatedScalingMetric::new(300.0, 200.0))
+        );
+        // (0.1 + 0.2) / 2 = 0.15000000000000002 is stored rounded.
+        assert_eq!(
+            global.get(HeapMaxUsageRatio),
+            Some(EvaluatedScalingMetric::new(0.2, 0.15))
+        );
+        assert_eq!(global.get(ManagedMemoryUsed), Some(EvaluatedScalingMetric::NAN));
+        assert_eq!(global.get(MetaspaceMemoryUsed), Some(EvaluatedScalingMetric::NAN));
+        // Latest values only: the earlier GC pressure and slot count do not carry over.
+        assert_eq!(global.get(GcPressure), Some(EvaluatedScalingMetric::NAN));
+        assert_eq!(global.get(NumTaskSlotsUsed), Some(EvaluatedScalingMetric::NAN));
+        assert_eq!(global.len(), 6);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn busy_time_tpr_is_at_least_the_input_rate(rate in 0.0..1e9f64, busy in 1e-9..=1000.0f64) {
+            proptest::prop_assert!(tpr_from_busy_time(busy, rate) >= rate);
+        }
+
+        #[test]
+        fn more_busy_time_never_raises_busy_time_tpr(
+            rate in 0.0..1e9f64,
+            busy in 0.0..=1000.0f64,
+            extra in 0.0..=1000.0f64,
+        ) {
+            proptest::prop_assert!(tpr_from_busy_time(busy + extra, rate) <= tpr_from_busy_time(busy, rate));
+        }
+
+        #[test]
+        fn switch_rule_never_yields_nan_when_an_estimate_is_finite(
+            busy in proptest::prop_oneof![
+                proptest::num::f64::ANY,
+                proptest::strategy::Just(f64::NAN),
+                proptest::strategy::Just(f64::INFINITY),
+            ],
+            observed in proptest::prop_oneof![
+                proptest::num::f64::ANY,
+                proptest::strategy::Just(f64::NAN),
+                proptest::strategy::Just(f64::INFINITY),
+            ],
+            threshold in 0.0..10.0f64,
+        ) {
+            if busy.is_finite() || observed.is_finite() {
+                proptest::prop_assert!(!select_true_processing_rate(busy, observed, threshold).is_nan());
+            }
+        }
+    }
+}
