@@ -10,6 +10,7 @@
 #   e2e/flink.sh wait-parallelism JOB VERTEX_NAME N [TIMEOUT_S]   wait until the vertex runs at N, all RUNNING
 #   e2e/flink.sh vertex-metric JOB VERTEX_NAME METRIC [AGG]       one aggregated subtask metric (default agg: avg)
 #   e2e/flink.sh vertices JOB          one line per vertex: id, parallelism, status, name
+#   e2e/flink.sh set-rate N            change the source rate of running jobs (0 pauses); read within ~1 s
 #
 # Environment (all optional):
 #   FLINK_E2E_CACHE   where wheels, FLINK_HOME, the job jar and cluster dirs live (default: e2e/.cache)
@@ -268,8 +269,14 @@ build_job() {
 cmd_submit() {
     cmd_status >/dev/null || die "cluster is not running; run: $0 start"
     build_job
-    local args_json upload jar_id run job_id t0
-    args_json="$(python3 -c 'import json,sys; print(json.dumps({"programArgsList": sys.argv[1:]}))' "$@")"
+    local args_json upload jar_id run job_id t0 extra=()
+    # Unless told otherwise the job follows this cluster's rate file, so `set-rate` can steer it.
+    # A fresh submission starts at its --rate: a rate file left by an earlier set-rate is removed.
+    if [[ " $* " != *" --rate-file "* ]]; then
+        extra=(--rate-file "$CLUSTER/rate")
+        rm -f "$CLUSTER/rate"
+    fi
+    args_json="$(python3 -c 'import json,sys; print(json.dumps({"programArgsList": sys.argv[1:]}))' "$@" ${extra[@]+"${extra[@]}"})"
     t0=$(now_ms)
     upload="$(rest -X POST -F "jarfile=@$JOB_JAR;type=application/x-java-archive" "$REST/jars/upload")" \
         || die "jar upload failed"
@@ -313,6 +320,12 @@ d = json.load(sys.stdin)
 print("job", d["jid"], d["state"])
 for v in d["vertices"]:
     print(v["id"], v["parallelism"], v["status"], v["name"])'
+}
+
+cmd_set_rate() {
+    [[ "${1:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "set-rate needs a number of records/s, got '${1:-}'"
+    # Written to a temporary file and renamed, so the job never reads half a number.
+    echo "$1" >"$CLUSTER/rate.tmp" && mv "$CLUSTER/rate.tmp" "$CLUSTER/rate"
 }
 
 cmd_vertex_metric() {
@@ -369,6 +382,7 @@ main() {
         wait-parallelism) cmd_wait_parallelism "$@" ;;
         vertex-metric) cmd_vertex_metric "$@" ;;
         vertices) cmd_vertices "$@" ;;
+        set-rate) cmd_set_rate "$@" ;;
         *) sed -n '2,20p' "$0" >&2; exit 2 ;;
     esac
 }

@@ -174,7 +174,8 @@ public final class BottleneckJob {
         private final ScheduledExecutorService timer;
         private double totalRate;
         private long nextFreeNanos = System.nanoTime();
-        private long lastReadNanos = Long.MIN_VALUE;
+        /** Set in the past so the first acquire reads the file (and no subtraction can overflow). */
+        private long lastReadNanos = System.nanoTime() - 2_000_000_000L;
 
         FileRateLimiter(double rate, String rateFile, int parallelism) {
             this.totalRate = rate;
