@@ -443,6 +443,52 @@ mod tests {
     }
 
     #[test]
+    fn bounds_are_inclusive_and_a_hair_outside_is_rejected() {
+        // (option, feature flag, min, max) as in the reference's parameterised validator test.
+        let bounded = [
+            ("memory.gc-pressure.threshold", None, 0.0, 1.0),
+            ("memory.heap-usage.threshold", None, 0.0, 1.0),
+            (
+                "scaling.effectiveness.threshold",
+                Some("scaling.effectiveness.detection.enabled"),
+                0.0,
+                1.0,
+            ),
+            ("memory.tuning.overhead", Some("memory.tuning.enabled"), 0.0, 1.0),
+            (
+                "observed-scalability.coefficient-min",
+                Some("observed-scalability.enabled"),
+                0.01,
+                1.0,
+            ),
+        ];
+        for (name, flag, min, max) in bounded {
+            let key = format!("job.autoscaler.{name}");
+            let with = |value: f64| {
+                let mut c = conf(&[(key.as_str(), value.to_string().as_str())]);
+                if let Some(flag) = flag {
+                    c.set(format!("job.autoscaler.{flag}"), "true");
+                }
+                validate(&c)
+            };
+            assert_eq!(with(min), Ok(()), "{name} = {min}");
+            assert_eq!(with(max), Ok(()), "{name} = {max}");
+            for outside in [min - 0.0001, max + 0.0001] {
+                let err = with(outside).unwrap_err();
+                assert_eq!(
+                    err,
+                    ValidationError::OutOfRange {
+                        key: key.clone(),
+                        min: Some(min),
+                        max: Some(max)
+                    }
+                );
+                assert!(err.to_string().contains(&key));
+            }
+        }
+    }
+
+    #[test]
     fn unparsable_numbers_and_flags() {
         assert_eq!(
             message(&[("job.autoscaler.scale-down.max-factor", "lots")]),
