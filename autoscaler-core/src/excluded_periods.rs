@@ -603,6 +603,8 @@ impl QuartzCron {
             increment = 1;
             self.set_mut(field).insert(ALL_SPEC);
         }
+        // Every path reaching here has a positive step; the floor keeps the loop finite regardless.
+        let increment = increment.max(1);
         let (lowest, highest) = field.span();
         let start = if value == -1 || value == ALL_SPEC {
             lowest
@@ -711,10 +713,10 @@ impl QuartzCron {
 /// `target` may lie outside the month (an `L-n` offset or `31W` in April); Quartz then takes the
 /// weekday of the overflowing date, so this does too.
 fn nearest_weekday(date: NaiveDate, target: i32, last_day: i32) -> i32 {
-    let Some(first_of_month) = date.with_day(1) else {
+    let offset = chrono::Duration::days(i64::from(target) - 1);
+    let Some(probe) = date.with_day(1).and_then(|first| first.checked_add_signed(offset)) else {
         return target;
     };
-    let probe = first_of_month + chrono::Duration::days(i64::from(target) - 1);
     match probe.weekday().number_from_sunday() {
         7 if target == 1 => target + 2,
         7 => target - 1,
