@@ -1033,4 +1033,43 @@ mod tests {
         assert!(c.is_satisfied_by(at(2024, 5, 2, 0, 0, 5)));
         assert!(!c.is_satisfied_by(at(2024, 5, 2, 0, 0, 6)));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn instant() -> impl Strategy<Value = DateTime<Utc>> {
+            // 2000-01-01 .. 2100-01-01, millisecond resolution.
+            (946_684_800_000i64..4_102_444_800_000i64).prop_map(|ms| DateTime::from_timestamp_millis(ms).unwrap())
+        }
+
+        proptest! {
+            #[test]
+            fn a_fixed_time_of_day_cron_matches_exactly_that_second(
+                h in 0u32..24, m in 0u32..60, s in 0u32..60, now in instant()
+            ) {
+                let c = cron(&format!("{s} {m} {h} * * ?"));
+                let expected = now.hour() == h && now.minute() == m && now.second() == s;
+                prop_assert_eq!(c.is_satisfied_by(now), expected);
+            }
+
+            #[test]
+            fn a_single_weekday_cron_matches_that_weekday_all_day(dow in 1u32..=7, now in instant()) {
+                let c = cron(&format!("* * * ? * {dow}"));
+                prop_assert_eq!(c.is_satisfied_by(now), now.weekday().number_from_sunday() == dow);
+            }
+
+            #[test]
+            fn a_daily_range_contains_exactly_its_times_of_day(
+                a in 0u32..86_400, b in 0u32..86_400, now in instant()
+            ) {
+                prop_assume!(a != b);
+                let (start, end) = (a.min(b), a.max(b));
+                let hms = |t: u32| format!("{}:{}:{}", t / 3600, t / 60 % 60, t % 60);
+                let p = period(&format!("{}-{}", hms(start), hms(end)));
+                let tod_ms = now.num_seconds_from_midnight() * 1000 + now.timestamp_subsec_millis();
+                prop_assert_eq!(p.contains(now), start * 1000 <= tod_ms && tod_ms <= end * 1000);
+            }
+        }
+    }
 }
