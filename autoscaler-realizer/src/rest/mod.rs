@@ -488,6 +488,38 @@ mod tests {
     }
 
     #[test]
+    fn bad_tls_material_and_headers_are_config_errors() {
+        let with = |tls: TlsConfig, auth_header: Option<AuthHeader>| {
+            FlinkRestClient::new(
+                "https://127.0.0.1:8081",
+                RestClientConfig {
+                    tls,
+                    auth_header,
+                    ..RestClientConfig::default()
+                },
+            )
+        };
+        let identity = TlsConfig {
+            client_identity_pem: Some(b"not a pem".to_vec()),
+            ..TlsConfig::default()
+        };
+        assert!(matches!(with(identity, None), Err(RestError::Config(_))));
+        let header = AuthHeader {
+            name: "bad header".to_owned(),
+            value: "x".to_owned(),
+        };
+        assert!(matches!(
+            with(TlsConfig::default(), Some(header)),
+            Err(RestError::Config(_))
+        ));
+        let insecure = TlsConfig {
+            accept_invalid_certificates: true,
+            ..TlsConfig::default()
+        };
+        assert!(with(insecure, Some(AuthHeader::bearer("t"))).is_ok());
+    }
+
+    #[test]
     fn auth_header_is_redacted_in_debug() {
         let text = format!("{:?}", AuthHeader::bearer("secret"));
         assert!(!text.contains("secret"));
