@@ -1,8 +1,10 @@
 //! # flink-autoscaler
 //!
-//! Facade of flink-autoscaler-rs: re-exports the member crates.
+//! Facade of flink-autoscaler-rs: re-exports the member crates and implements the `replay` tool.
 
 pub use autoscaler_core as core;
 pub use autoscaler_metrics as metrics;
 pub use autoscaler_realizer as realizer;
 pub use autoscaler_state as state;
+
+pub mod replay;

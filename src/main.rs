@@ -1,3 +1,87 @@
-//! The `flink-autoscaler` binary.
+//! The `flink-autoscaler` binary: `replay` (what-if on recorded metrics) and `run` (the standalone
+//! autoscaler against a Flink cluster).
 
-fn main() {}
+use clap::{Parser, Subcommand};
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "flink-autoscaler",
+    version,
+    about = "Autoscaler for Apache Flink streaming jobs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate and decide one autoscaler cycle on a recorded scenario (flink-autoscaler-scenario/1).
+    Replay {
+        /// Scenario file, or `-` for standard input.
+        scenario: String,
+    },
+}
+
+/// Reads the scenario text from a path or stdin.
+fn read_input(source: &str) -> Result<String, String> {
+    if source == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))
+    }
+}
+
+fn run_replay(source: &str) -> ExitCode {
+    let text = match read_input(source) {
+        Ok(t) => t,
+        Err(message) => {
+            eprintln!("invalid scenario: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    match flink_autoscaler::replay::replay_str(&text) {
+        Ok(result) => {
+            let mut out = std::io::stdout().lock();
+            match writeln!(out, "{result}") {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("cannot write the result: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    // A bug must never surface as a backtrace: report it on one line and exit non-zero.
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".to_owned());
+        let location = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("flink-autoscaler: internal error{location}: {message}");
+    }));
+    let cli = Cli::parse();
+    let code = std::panic::catch_unwind(|| match cli.command {
+        Command::Replay { scenario } => run_replay(&scenario),
+    });
+    code.unwrap_or(ExitCode::from(3))
+}

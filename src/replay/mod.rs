@@ -1,0 +1,28 @@
+//! `flink-autoscaler replay`: runs one autoscaler cycle on a recorded scenario and reports what the
+//! autoscaler would evaluate and decide. The contract is `replay-format.md`
+//! (`flink-autoscaler-scenario/1` in, `flink-autoscaler-result/1` out).
+//!
+//! ```
+//! let scenario = r#"{
+//!   "format": "flink-autoscaler-scenario/1",
+//!   "now": "2024-05-01T10:15:00Z",
+//!   "topology": {"vertices": [{"id": "src", "parallelism": 2, "max_parallelism": 128}]},
+//!   "evaluated": {"vertices": {"src": {"TRUE_PROCESSING_RATE": {"average": 100}}}}
+//! }"#;
+//! let result = flink_autoscaler::replay::replay_str(scenario).expect("valid scenario");
+//! assert_eq!(result["format"], "flink-autoscaler-result/1");
+//! ```
+
+mod output;
+mod pipeline;
+mod scenario;
+
+pub use output::RESULT_FORMAT;
+pub use pipeline::replay;
+pub use scenario::{JobInfo, SCENARIO_FORMAT, Scenario, ScenarioError, ScenarioInput, parse_scenario};
+
+/// Parses `text` as a scenario and replays it, returning the result document.
+pub fn replay_str(text: &str) -> Result<serde_json::Value, ScenarioError> {
+    let scenario = parse_scenario(text)?;
+    replay(&scenario)
+}

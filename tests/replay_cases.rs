@@ -1,0 +1,187 @@
+//! Replay cases: every `tests/scenarios/*.json` carries an `expect` section (ignored by the tool)
+//! holding the parts of the result that must match; every `tests/invalid/*.json` must be rejected
+//! with exit code 2 and a message naming `expect_error_path`. The reference's own results on the
+//! benchmark scenarios (`tests/fixtures/bench/*.expected.json`) must match in full.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn files(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut out: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    out.sort();
+    out
+}
+
+fn numbers_equal(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
+        _ => false,
+    }
+}
+
+/// Scaling reports list one `{ Vertex ID ... }` entry per vertex in an unspecified order (the
+/// reference's HashMap order): compare the header and the set of entries.
+fn same_report(a: &str, e: &str) -> bool {
+    fn split(s: &str) -> Option<(&str, Vec<&str>)> {
+        let start = s.find("{ Vertex ID ")?;
+        let (header, body) = s.split_at(start);
+        let mut entries: Vec<&str> = body.split_inclusive('}').collect();
+        entries.sort_unstable();
+        Some((header, entries))
+    }
+    matches!((split(a), split(e)), (Some(x), Some(y)) if x == y)
+}
+
+/// Checks that `actual` contains `expected` (objects: every expected key; arrays: same length,
+/// events compared as multisets; numbers numerically). Returns the first mismatch path.
+fn contains(actual: &Value, expected: &Value, path: &str) -> Result<(), String> {
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, ev) in e {
+                let av = a.get(k).ok_or_else(|| format!("{path}.{k}: missing in result"))?;
+                contains(av, ev, &format!("{path}.{k}"))?;
+            }
+            Ok(())
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            if e.len() != a.len() {
+                return Err(format!(
+                    "{path}: expected {} elements, got {}: {actual}",
+                    e.len(),
+                    a.len()
+                ));
+            }
+            let mut unmatched: Vec<&Value> = a.iter().collect();
+            for (i, ev) in e.iter().enumerate() {
+                let pos = unmatched.iter().position(|av| contains(av, ev, path).is_ok());
+                match pos {
+                    Some(p) => {
+                        unmatched.remove(p);
+                    }
+                    None => return Err(format!("{path}[{i}]: no element matches {ev} in {actual}")),
+                }
+            }
+            Ok(())
+        }
+        (Value::Number(_), Value::Number(_)) if numbers_equal(actual, expected) => Ok(()),
+        (Value::String(a), Value::String(e)) if same_report(a, e) => Ok(()),
+        _ if actual == expected => Ok(()),
+        _ => Err(format!("{path}: expected {expected}, got {actual}")),
+    }
+}
+
+fn run_cli(path: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_flink-autoscaler"))
+        .arg("replay")
+        .arg(path)
+        .output()
+        .expect("run flink-autoscaler");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn scenario_cases_match_their_expectations() {
+    let cases = files("tests/scenarios");
+    assert!(!cases.is_empty());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let text = std::fs::read_to_string(case).expect("read case");
+        let scenario: Value = serde_json::from_str(&text).expect("case is JSON");
+        let result = match flink_autoscaler::replay::replay_str(&text) {
+            Ok(r) => r,
+            Err(e) => {
+                failures.push(format!("{}: rejected: {e}", case.display()));
+                continue;
+            }
+        };
+        if let Err(m) = contains(&result, &scenario["expect"], "result") {
+            failures.push(format!("{}: {m}", case.display()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn reference_results_on_the_bench_scenarios_match_in_full() {
+    for name in ["chain-10", "dag-100"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench");
+        let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).expect("scenario");
+        let expected: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("{name}.expected.json"))).expect("expected"),
+        )
+        .expect("expected JSON");
+        let result = flink_autoscaler::replay::replay_str(&text).expect("valid scenario");
+        contains(&result, &expected, name).unwrap_or_else(|m| panic!("{m}"));
+        // And nothing more than the reference reports.
+        contains(&expected, &result, name).unwrap_or_else(|m| panic!("extra output: {m}"));
+    }
+}
+
+#[test]
+fn invalid_scenarios_exit_2_naming_the_field() {
+    for case in files("tests/invalid") {
+        let (code, stdout, stderr) = run_cli(&case);
+        assert_eq!(code, 2, "{}: exit code {code}, stderr {stderr}", case.display());
+        assert!(stdout.is_empty(), "{}: printed {stdout}", case.display());
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{}: one line expected: {stderr}",
+            case.display()
+        );
+        assert!(stderr.starts_with("invalid scenario: "), "{}: {stderr}", case.display());
+        let text = std::fs::read_to_string(&case).expect("read case");
+        if let Ok(v) = serde_json::from_str::<Value>(&text)
+            && let Some(path) = v["expect_error_path"].as_str()
+        {
+            assert!(
+                stderr.contains(&format!(": {path}: ")),
+                "{}: expected path {path} in {stderr}",
+                case.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn replay_reads_stdin_and_prints_one_json_object() {
+    use std::io::Write;
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/decision-only-scale-up.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flink-autoscaler"))
+        .args(["replay", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let text = std::fs::read(&case).expect("read");
+    child.stdin.take().expect("stdin").write_all(&text).expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(v["format"], "flink-autoscaler-result/1");
+    assert_eq!(v["decision"]["outcome"], "scale");
+}
+
+#[test]
+fn missing_file_is_invalid_input() {
+    let (code, stdout, stderr) = run_cli(Path::new("/nonexistent/scenario.json"));
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(stderr.starts_with("invalid scenario: "), "{stderr}");
+}
