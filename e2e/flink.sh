@@ -20,6 +20,8 @@
 # Facts and gotchas behind every setting: shared/reference/flink-local.md (sections in comments below).
 set -euo pipefail
 
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${FLINK_E2E_CACHE:-$E2E_DIR/.cache}"
 FLINK_VERSION=2.3.0
@@ -383,7 +385,7 @@ main() {
         vertex-metric) cmd_vertex_metric "$@" ;;
         vertices) cmd_vertices "$@" ;;
         set-rate) cmd_set_rate "$@" ;;
-        *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+        *) usage >&2; exit 2 ;;
     esac
 }
 

@@ -26,10 +26,14 @@
 #   --settle S                 seconds the command keeps running after the rescale, and metric settle
 #                              time before the backpressure check (default 30)
 #   --max-backpressure-after N source backPressuredTimeMsPerSecond allowed at the end (default 200)
+#   --require-clean-shutdown   fail unless the command exits 0 on SIGTERM (it must handle it, e.g. the
+#                              autoscaler finishing its cycle in flight); default: only reported
 #   --job-arg ARG              extra argument for the job (repeatable), e.g. --job-arg --checkpoint-interval-ms --job-arg 0
 #   --placeholder              COMMAND = `e2e/flink.sh rescale @JOB_ID@ bottleneck=4`
 # Environment: FLINK_E2E_CACHE, FLINK_E2E_PORT (default: first free even port from 18081), see flink.sh.
 set -euo pipefail
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FLINK_SH="$E2E_DIR/flink.sh"
@@ -42,6 +46,7 @@ SETTLE=30
 MAX_BP_AFTER=200
 JOB_ARGS=()
 CMD=()
+REQUIRE_CLEAN_SHUTDOWN=0
 
 say() { echo "e2e: $*" >&2; }
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
@@ -54,9 +59,10 @@ while (($#)); do
         --settle) SETTLE="$2"; shift 2 ;;
         --max-backpressure-after) MAX_BP_AFTER="$2"; shift 2 ;;
         --job-arg) JOB_ARGS+=("$2"); shift 2 ;;
+        --require-clean-shutdown) REQUIRE_CLEAN_SHUTDOWN=1; shift ;;
         --placeholder) CMD=("$FLINK_SH" rescale @JOB_ID@ bottleneck=4); shift ;;
         --) shift; CMD=("$@"); break ;;
-        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         -*) fail "unknown option $1 (see --help)" ;;
         *) CMD=("$@"); break ;;
     esac
@@ -189,6 +195,10 @@ if [[ -z "$cmd_rc" ]] && kill -0 "$CMD_PID" 2>/dev/null; then
     fi
     wait "$CMD_PID" 2>/dev/null && cmd_rc=0 || cmd_rc=$?
     say "command stopped (status $cmd_rc)"
+    if ((REQUIRE_CLEAN_SHUTDOWN)) && [[ "$cmd_rc" != 0 ]]; then
+        tail -n 40 "$OUT/command.log" >&2 || true
+        fail "command did not shut down cleanly on SIGTERM (status $cmd_rc)"
+    fi
 fi
 CMD_PID=""
 
