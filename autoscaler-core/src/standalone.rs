@@ -11,6 +11,9 @@
 //! - when the shutdown future completes the loop starts no new cycle, waits for the scales in
 //!   flight (and their deferred cleanups) and returns.
 //!
+//! The fetch and the cleanups run on the loop itself, as on the reference's single loop thread:
+//! a fetcher must bound its own time (the reference's REST timeout), and `cleanup` should be quick.
+//!
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use autoscaler_core::{BasicJobContext, JobAutoScaler, JobListFetcher, LoggingEventHandler};
