@@ -516,3 +516,46 @@ async fn the_plan_is_fetched_when_the_details_lack_it() {
         .expect("collection succeeds");
     assert_eq!(collected.topology.len(), 4);
 }
+
+#[tokio::test]
+async fn a_finished_vertex_is_never_queried_and_reports_zeros() {
+    let server = MockServer::start().await;
+    let mut details: serde_json::Value = serde_json::from_str(&fixture("job-details")).expect("fixture is JSON");
+    if let Some(sink) = details["vertices"]
+        .as_array_mut()
+        .and_then(|vs| vs.iter_mut().find(|v| v["id"] == SINK))
+    {
+        sink["status"] = "FINISHED".into();
+    }
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{JOB}")))
+        .respond_with(json(200, &details.to_string()))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    mount_job(&server).await;
+    let ctx = ctx(client(&server), Configuration::new());
+    let collector = RestMetricsCollector::<String>::new();
+
+    for cycle in 0..2 {
+        let collected = collector
+            .collect(
+                &ctx,
+                &MetricHistory::new(),
+                stable_now() + TimeDelta::seconds(10 * cycle),
+            )
+            .await
+            .expect("collection succeeds");
+        assert!(collected.topology.get(SINK).is_some_and(|v| v.finished));
+        let sink = vertex(&collected.metrics, SINK);
+        assert_eq!(sink.get(ScalingMetric::Load), Some(0.0));
+        assert_eq!(sink.get(ScalingMetric::NumRecordsIn), Some(0.0));
+        assert_eq!(sink.get(ScalingMetric::NumRecordsOut), Some(0.0));
+        assert_eq!(sink.get(ScalingMetric::AccumulatedBusyTime), Some(0.0));
+    }
+    assert_eq!(requests_to(&server, &subtask_metrics_path(SINK), true).await, 0);
+    assert_eq!(requests_to(&server, &subtask_metrics_path(SINK), false).await, 0);
+    // As in the reference, a finished vertex keeps the cached vertex set different from the
+    // topology's, so the other vertices are listed again every cycle.
+    assert_eq!(requests_to(&server, &subtask_metrics_path(KEYED), true).await, 2);
+}
