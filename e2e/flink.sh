@@ -52,6 +52,10 @@ json() { python3 -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]
 # ---------------------------------------------------------------------------------------------
 cmd_setup() {
     command -v python3 >/dev/null || die "python3 is required (pip downloads the Flink wheels)"
+    mkdir -p "$CACHE"
+    # One assembler at a time; the others wait and then find the home ready.
+    exec 8>"$CACHE/.setup.lock"
+    flock -w 1800 8 || die "waited 1800 s for another setup"
     if [[ -x "$FLINK_HOME/bin/jobmanager.sh" && -f "$FLINK_HOME/lib/flink-dist-$FLINK_VERSION.jar" \
           && -f "$FLINK_HOME/bin/bash-java-utils.jar" ]]; then
         log "FLINK_HOME already assembled: $FLINK_HOME"
@@ -254,8 +258,12 @@ cmd_status() {
 build_job() {
     command -v javac >/dev/null || die "javac is required"
     local hash_file="$CACHE/job/source.sha256" hash
+    mkdir -p "$CACHE/job"
+    exec 7>"$CACHE/job/.build.lock"
+    flock -w 600 7 || die "waited 600 s for another job build"
     hash="$(cat "$JOB_SRC"/e2e/*.java | sha256sum | cut -d' ' -f1)"
     if [[ -f "$JOB_JAR" && -f "$hash_file" && "$(cat "$hash_file")" == "$hash" ]]; then
+        flock -u 7
         return 0
     fi
     log "compiling the e2e job"
@@ -266,6 +274,7 @@ build_job() {
     timeout 120 jar --create --file "$JOB_JAR" --main-class e2e.BottleneckJob -C "$CACHE/job/classes" . >&2 \
         || die "jar failed"
     echo "$hash" >"$hash_file"
+    flock -u 7
 }
 
 cmd_submit() {

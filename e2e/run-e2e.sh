@@ -17,7 +17,8 @@
 # 5. always stop the cluster (trap EXIT).
 #
 # Exit: 0 = PASS (prints "e2e: PASS"), or SKIP (prints "SKIP: <reason>") only when java/javac are
-# missing; non-zero with "e2e: FAIL: <reason>" otherwise. Logs: e2e/out/ (command.log, flink logs).
+# missing; non-zero with "e2e: FAIL: <reason>" otherwise. Logs: e2e/out/port-<port>/ (command.log,
+# flink-log/), or $E2E_OUT.
 #
 # Options:
 #   --rate N                   source rate, records/s (default 3000)
@@ -30,14 +31,15 @@
 #                              autoscaler finishing its cycle in flight); default: only reported
 #   --job-arg ARG              extra argument for the job (repeatable), e.g. --job-arg --checkpoint-interval-ms --job-arg 0
 #   --placeholder              COMMAND = `e2e/flink.sh rescale @JOB_ID@ bottleneck=4`
-# Environment: FLINK_E2E_CACHE, FLINK_E2E_PORT (default: first free even port from 18081), see flink.sh.
+# Environment: FLINK_E2E_CACHE, FLINK_E2E_PORT (default: first free even port from 18081), see flink.sh;
+# E2E_OUT. Several runs may go at once (setup and start take turns via a lock in the cache dir).
 set -euo pipefail
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 E2E_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FLINK_SH="$E2E_DIR/flink.sh"
-OUT="$E2E_DIR/out"
+CACHE="${FLINK_E2E_CACHE:-$E2E_DIR/.cache}"
 
 RATE=3000
 WORK_US=1000
@@ -77,6 +79,11 @@ for tool in python3 curl; do
     command -v "$tool" >/dev/null || fail "$tool not found"
 done
 
+mkdir -p "$CACHE"
+# Concurrent runs (e.g. parallel cargo tests) take turns for setup, port choice and start; the
+# rest runs side by side. Released after `start`, or by the exit.
+exec 9>"$CACHE/.start.lock"
+flock -w 900 9 || fail "waited 900 s for another run-e2e.sh to start its cluster"
 if [[ -z "${FLINK_E2E_PORT:-}" ]]; then
     # REST port P and RPC port P+1 must both be free.
     for ((p = 18081; p < 18181; p += 2)); do
@@ -93,6 +100,7 @@ rest() { curl -sS -m 30 --noproxy '*' "$@"; }
 json() { python3 -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]); print(r if not isinstance(r,(dict,list)) else json.dumps(r))' "$1"; }
 now_s() { date +%s; }
 
+OUT="${E2E_OUT:-$E2E_DIR/out/port-$FLINK_E2E_PORT}"
 rm -rf "$OUT"
 mkdir -p "$OUT"
 CMD_PID=""
@@ -105,7 +113,7 @@ cleanup() {
         sleep 2
         kill -KILL -- "-$CMD_PID" 2>/dev/null || true
     fi
-    local cluster="${FLINK_E2E_CACHE:-$E2E_DIR/.cache}/cluster-$FLINK_E2E_PORT"
+    local cluster="$CACHE/cluster-$FLINK_E2E_PORT"
     [[ -d "$cluster/log" ]] && cp -r "$cluster/log" "$OUT/flink-log" 2>/dev/null || true
     "$FLINK_SH" stop || echo "e2e: WARNING: could not stop the cluster on port $FLINK_E2E_PORT" >&2
     say "total $(( $(now_s) - T_START )) s"
@@ -115,8 +123,11 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-t=$(now_s); "$FLINK_SH" setup; say "setup $(( $(now_s) - t )) s"
-t=$(now_s); "$FLINK_SH" start >/dev/null; say "start $(( $(now_s) - t )) s ($FLINK_URL)"
+# 9>&-: the Flink daemons must not inherit the lock.
+t=$(now_s); "$FLINK_SH" setup 9>&-; say "setup $(( $(now_s) - t )) s"
+t=$(now_s); "$FLINK_SH" start >/dev/null 9>&-; say "start $(( $(now_s) - t )) s ($FLINK_URL)"
+flock -u 9
+exec 9>&-
 t=$(now_s)
 JOB_ID="$("$FLINK_SH" submit --rate "$RATE" --work-us "$WORK_US" ${JOB_ARGS[@]+"${JOB_ARGS[@]}"})"
 say "submit $(( $(now_s) - t )) s, job $JOB_ID"
