@@ -1,0 +1,86 @@
+//! Smoke test against a real Flink cluster, skipped unless `FLINK_REST_URL` is set (e.g.
+//! `http://127.0.0.1:18081`, a cluster from `e2e/flink.sh start` with a job from `e2e/flink.sh
+//! submit`). It lists the jobs, collects each RUNNING job's metrics, and, with
+//! `FLINK_RESCALE_VERTEX=<vertex id>=<parallelism>`, rescales that vertex through the realizer and
+//! checks that Flink accepted the new requirements. Every request is bounded by the client timeout.
+//!
+//! ```sh
+//! FLINK_REST_URL=http://127.0.0.1:18081 cargo test -p autoscaler-realizer --test real_flink -- --nocapture
+//! ```
+
+use autoscaler_core::{Configuration, JobListFetcher, JobStatus, MetricsCollector, ScalingRealizer};
+use autoscaler_metrics::{MetricHistory, ScalingMetric, VertexId};
+use autoscaler_realizer::{
+    FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer, RestClientConfig, RestMetricsCollector,
+};
+use chrono::Utc;
+use std::time::Duration;
+
+#[tokio::test]
+async fn collect_and_rescale_on_a_real_cluster() {
+    let Ok(url) = std::env::var("FLINK_REST_URL") else {
+        eprintln!("FLINK_REST_URL not set: skipping the real-cluster smoke test");
+        return;
+    };
+    let client = FlinkRestClient::new(
+        &url,
+        RestClientConfig {
+            timeout: Duration::from_secs(10),
+            ..RestClientConfig::default()
+        },
+    )
+    .expect("valid FLINK_REST_URL");
+    // No stabilization: a freshly submitted job must not be "not ready" for this smoke test.
+    let base = Configuration::from_iter([("job.autoscaler.stabilization.interval", "0 s")]);
+    let jobs = FlinkClusterJobListFetcher::new(client)
+        .fetch(&base)
+        .await
+        .expect("job list");
+    let collector = RestMetricsCollector::<String>::new();
+    let mut history = MetricHistory::new();
+    for ctx in jobs.iter().filter(|c| c.job_status == Some(JobStatus::Running)) {
+        for _ in 0..2 {
+            let now = Utc::now();
+            let collected = collector.collect(ctx, &history, now).await.expect("collection");
+            for vertex in collected.topology.vertices() {
+                let m = collected.metrics.vertex(vertex.id.as_str());
+                eprintln!(
+                    "{} {:?} p={} LOAD={:?} IN={:?} IN/s={:?} LAG={:?} OBSERVED_TPR={:?}",
+                    vertex.id,
+                    vertex.name,
+                    vertex.parallelism,
+                    m.and_then(|m| m.get(ScalingMetric::Load)),
+                    m.and_then(|m| m.get(ScalingMetric::NumRecordsIn)),
+                    m.and_then(|m| m.get(ScalingMetric::NumRecordsInPerSecond)),
+                    m.and_then(|m| m.get(ScalingMetric::Lag)),
+                    m.and_then(|m| m.get(ScalingMetric::ObservedTpr)),
+                );
+                let load = m.and_then(|m| m.get(ScalingMetric::Load));
+                assert!(load.is_some_and(|l| l.is_nan() || (0.0..=1.0).contains(&l)), "{load:?}");
+            }
+            eprintln!("global: {:?}", collected.metrics.global_metrics);
+            history.insert(now, collected.metrics);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        if let Ok(spec) = std::env::var("FLINK_RESCALE_VERTEX") {
+            let (vertex, parallelism) = spec.split_once('=').expect("FLINK_RESCALE_VERTEX=<vertex>=<p>");
+            let parallelism: u32 = parallelism.parse().expect("numeric parallelism");
+            let overrides = [(VertexId::new(vertex), parallelism)].into_iter().collect();
+            RescaleApiScalingRealizer::<String, _>::new()
+                .realize_parallelism_overrides(ctx, &overrides)
+                .await
+                .expect("rescale accepted");
+            let requirements = ctx
+                .client
+                .resource_requirements(ctx.job_id.as_deref().unwrap_or_default())
+                .await
+                .expect("requirements");
+            assert_eq!(requirements.0[vertex].parallelism.upper_bound, parallelism);
+            // The same overrides again send no PUT (nothing changes).
+            RescaleApiScalingRealizer::<String, _>::new()
+                .realize_parallelism_overrides(ctx, &overrides)
+                .await
+                .expect("idempotent");
+        }
+    }
+}
