@@ -23,6 +23,13 @@
 //!   due; the autoscaler calls the realizer every cycle, so the delay beyond the due time is at most
 //!   one control-loop interval. [`CooldownRealizer::held_until`] tells a scheduler when to poll.
 //!
+//! What the governor cannot see: whether the wrapped realizer actually rescaled. A forwarded change
+//! counts as a rescale even when the wrapped realizer turned it into a no-op (job not RUNNING,
+//! requirements already matching) or when Flink itself delays it (its own
+//! `executing.cooldown-after-rescaling`). The first change after the governor starts is forwarded at
+//! once, since it knows of no earlier rescale. A failed forward changes nothing: the request stays
+//! held (or is retried on the next call).
+//!
 //! Time comes from an injectable [`Clock`].
 
 use async_trait::async_trait;
@@ -128,10 +135,12 @@ struct JobCooldown {
 }
 
 enum Decision {
-    /// Forward `overrides`; `change` marks a new rescale (starts the cooldown on success).
+    /// Forward `overrides`; `change` marks a new rescale (starts the cooldown on success);
+    /// `released` is the held request being forwarded, put back if forwarding fails.
     Forward {
         overrides: ParallelismOverrides,
         change: bool,
+        released: Option<Held>,
     },
     Hold,
 }
@@ -225,10 +234,10 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
                 tracing::info!(held_since = %held.held_since, "forcing a held rescale: scaling-interval.max reached");
             }
             let overrides = held.overrides.clone();
-            state.held = None;
             Decision::Forward {
                 overrides,
                 change: true,
+                released: state.held.take(),
             }
         } else {
             tracing::debug!(due_at = %held.due_at, "rescale held in cooldown (scaling-interval.min)");
@@ -245,6 +254,7 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
             return Decision::Forward {
                 overrides: overrides.clone(),
                 change: false,
+                released: None,
             };
         }
         let min = chrono_duration(self.config.min_interval);
@@ -266,6 +276,7 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
                     return Decision::Forward {
                         overrides: overrides.clone(),
                         change: true,
+                        released: None,
                     };
                 }
             },
@@ -303,8 +314,12 @@ where
         };
         match decision {
             Decision::Hold => Ok(false),
-            Decision::Forward { overrides, change } => {
-                self.forward(ctx, overrides, change, now).await?;
+            Decision::Forward {
+                overrides,
+                change,
+                released,
+            } => {
+                self.forward(ctx, overrides, change, released, now).await?;
                 Ok(true)
             }
         }
@@ -315,13 +330,24 @@ where
         ctx: &Ctx,
         overrides: ParallelismOverrides,
         change: bool,
+        released: Option<Held>,
         now: DateTime<Utc>,
     ) -> Result<(), RealizeError>
     where
         Ctx: JobAutoScalerContext<K>,
         R: ScalingRealizer<K, Ctx>,
     {
-        self.inner.realize_parallelism_overrides(ctx, &overrides).await?;
+        if let Err(error) = self.inner.realize_parallelism_overrides(ctx, &overrides).await {
+            if let Some(held) = released {
+                // Keep the request (and its age, for max) unless a newer one arrived meanwhile.
+                lock(&self.jobs)
+                    .entry(ctx.job_key().clone())
+                    .or_default()
+                    .held
+                    .get_or_insert(held);
+            }
+            return Err(error);
+        }
         if change {
             self.record_forwarded(ctx.job_key(), overrides, now);
         }
@@ -344,7 +370,11 @@ where
         let now = self.clock.now();
         match self.decide(ctx.job_key(), overrides, now) {
             Decision::Hold => Ok(()),
-            Decision::Forward { overrides, change } => self.forward(ctx, overrides, change, now).await,
+            Decision::Forward {
+                overrides,
+                change,
+                released,
+            } => self.forward(ctx, overrides, change, released, now).await,
         }
     }
 
@@ -374,6 +404,7 @@ mod tests {
     #[derive(Default)]
     struct Recorder {
         calls: Mutex<Vec<ParallelismOverrides>>,
+        fail_next: Mutex<bool>,
     }
 
     impl Recorder {
@@ -392,6 +423,9 @@ mod tests {
             _ctx: &Ctx,
             overrides: &ParallelismOverrides,
         ) -> Result<(), RealizeError> {
+            if std::mem::take(&mut *lock(&self.0.fail_next)) {
+                return Err(RealizeError::Unavailable("connection refused".to_owned()));
+            }
             lock(&self.0.calls).push(overrides.clone());
             Ok(())
         }
@@ -530,6 +564,19 @@ mod tests {
         assert!(!s.realizer.poll(&s.ctx).await.expect("ok"));
         s.clock.advance(Duration::from_secs(20));
         assert!(s.realizer.poll(&s.ctx).await.expect("ok"));
+        assert_eq!(s.recorder.calls(), vec![p(2), p(4)]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_forward_keeps_the_held_request_and_its_age() {
+        let s = setup(Some(20));
+        s.at(0, 2).await;
+        s.at(5, 4).await; // held since 5, forced at 25
+        *lock(&s.recorder.fail_next) = true;
+        s.clock.set(Utc.timestamp_opt(1_000_025, 0).single().expect("valid"));
+        assert!(s.realizer.poll(&s.ctx).await.is_err());
+        assert_eq!(s.realizer.held_overrides(&"job".to_owned()), Some(p(4)));
+        assert!(s.realizer.poll(&s.ctx).await.expect("retried"));
         assert_eq!(s.recorder.calls(), vec![p(2), p(4)]);
     }
 
