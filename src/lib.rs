@@ -8,3 +8,4 @@ pub use autoscaler_realizer as realizer;
 pub use autoscaler_state as state;
 
 pub mod replay;
+pub mod sim;

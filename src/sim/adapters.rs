@@ -1,0 +1,207 @@
+//! The simulator behind the autoscaler's traits: the same [`MetricsCollector`], [`ScalingRealizer`]
+//! and [`JobListFetcher`] seams the real Flink adapters implement, so `JobAutoScalerImpl` and the
+//! standalone loop run on it unchanged, against a [`SimClock`].
+
+use super::engine::{SimJobState, Simulator};
+use autoscaler_core::async_trait;
+use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector};
+use autoscaler_core::job_autoscaler::Clock;
+use autoscaler_core::{
+    AutoScalerOptions, BasicJobContext, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
+    ParallelismOverrides, RealizeError, ScalingRealizer,
+};
+use autoscaler_metrics::MetricHistory;
+use autoscaler_metrics::collection::{CollectionConfig, convert_to_scaling_metrics};
+use chrono::{DateTime, TimeZone, Utc};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The instant simulated time 0 maps to: 2026-01-01T00:00:00Z.
+pub fn sim_epoch() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or(DateTime::UNIX_EPOCH)
+}
+
+/// The wall-clock instant of simulated time `t`.
+pub fn sim_instant(t: Duration) -> DateTime<Utc> {
+    sim_epoch() + chrono::Duration::from_std(t).unwrap_or(chrono::Duration::MAX)
+}
+
+/// A shared handle on a running [`Simulator`] (the "cluster client" of the simulated platform).
+#[derive(Debug, Clone)]
+pub struct SimHandle {
+    inner: Arc<Mutex<Simulator>>,
+    clock: SimClock,
+}
+
+impl SimHandle {
+    /// Wraps `sim`; the returned handle's clock follows the simulation.
+    pub fn new(sim: Simulator) -> Self {
+        let clock = SimClock::default();
+        clock.set(sim.now());
+        Self {
+            inner: Arc::new(Mutex::new(sim)),
+            clock,
+        }
+    }
+
+    /// Locks the simulator (never held across an await).
+    pub fn lock(&self) -> MutexGuard<'_, Simulator> {
+        // A panic while holding the lock leaves a usable simulator (plain data), so poisoning is ignored.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The clock that reads simulated time.
+    pub fn clock(&self) -> SimClock {
+        self.clock.clone()
+    }
+
+    /// Advances the simulation by `duration` and moves the clock along.
+    pub fn advance(&self, duration: Duration) {
+        let now = {
+            let mut sim = self.lock();
+            sim.advance(duration);
+            sim.now()
+        };
+        self.clock.set(now);
+    }
+
+    /// The job status Flink would report now.
+    pub fn job_status(&self) -> JobStatus {
+        match self.lock().state() {
+            SimJobState::Running => JobStatus::Running,
+            SimJobState::Restarting { .. } => JobStatus::Restarting,
+        }
+    }
+
+    /// A context for the job with `configuration` and the current status.
+    pub fn context(&self, configuration: Configuration) -> SimContext {
+        let name = self.lock().job().name.clone();
+        let mut ctx = BasicJobContext::new(name.clone(), configuration, self.clone());
+        ctx.job_id = Some(name);
+        ctx.job_status = Some(self.job_status());
+        ctx
+    }
+}
+
+/// The context the simulated platform hands the autoscaler: the job name as key, the simulator as client.
+pub type SimContext = BasicJobContext<String, SimHandle>;
+
+/// Simulated time as a [`Clock`] (milliseconds since [`sim_epoch`]).
+#[derive(Debug, Clone, Default)]
+pub struct SimClock {
+    millis: Arc<AtomicI64>,
+}
+
+impl SimClock {
+    /// Moves the clock to simulated time `t`.
+    pub fn set(&self, t: Duration) {
+        self.millis
+            .store(i64::try_from(t.as_millis()).unwrap_or(i64::MAX), Ordering::SeqCst);
+    }
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> DateTime<Utc> {
+        sim_epoch() + chrono::Duration::milliseconds(self.millis.load(Ordering::SeqCst))
+    }
+}
+
+/// Collects from the simulator what the REST collector collects from Flink, converted by the
+/// same pure functions (`autoscaler_metrics::collection`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimMetricsCollector;
+
+#[async_trait]
+impl MetricsCollector<String, SimContext> for SimMetricsCollector {
+    async fn collect(
+        &self,
+        ctx: &SimContext,
+        history: &MetricHistory,
+        _now: DateTime<Utc>,
+    ) -> Result<CollectedJobMetrics, CollectError> {
+        let options = AutoScalerOptions::from_configuration(ctx.configuration())
+            .map_err(|e| CollectError::Failed(e.to_string()))?;
+        let sim = ctx.client.lock();
+        let raw = sim
+            .flink_metrics()
+            .ok_or_else(|| CollectError::NotReady("job is restarting".to_owned()))?;
+        let topology = sim.topology().map_err(|e| CollectError::Failed(e.to_string()))?;
+        let running_since = sim_instant(sim.running_since());
+        drop(sim);
+        // Only samples of the current run feed the observed-TPR fallback (reference: the history is
+        // cleared when the job restarted since its first sample).
+        let current_run: MetricHistory = history
+            .iter()
+            .filter(|(t, _)| **t >= running_since)
+            .map(|(t, m)| (*t, m.clone()))
+            .collect();
+        let config = CollectionConfig {
+            busy_time_aggregator: options.busy_time_aggregator,
+            observed_tpr_lag_threshold: options.observed_tpr_lag_threshold,
+            observed_tpr_min_observations: options.observed_tpr_min_observations,
+        };
+        let metrics = convert_to_scaling_metrics(&topology, &raw, &config, &current_run);
+        Ok(CollectedJobMetrics {
+            topology,
+            job_running_since: running_since,
+            metrics,
+        })
+    }
+}
+
+/// Applies overrides as the rescale-API realizer does (reference §4.3: only vertices the job has,
+/// only when RUNNING, nothing sent when the requirements already match). The simulated adaptive
+/// scheduler then holds the new requirements until `scaling-interval.min` after the job last
+/// started running, as Flink's does server-side.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimScalingRealizer;
+
+#[async_trait]
+impl ScalingRealizer<String, SimContext> for SimScalingRealizer {
+    async fn realize_parallelism_overrides(
+        &self,
+        ctx: &SimContext,
+        overrides: &ParallelismOverrides,
+    ) -> Result<(), RealizeError> {
+        if ctx.job_status() != Some(JobStatus::Running) {
+            tracing::info!("Job in terminal or reconciling state cannot be scaled in-place.");
+            return Ok(());
+        }
+        let mut sim = ctx.client.lock();
+        let mut changed = false;
+        for (id, p) in overrides {
+            changed |= sim.set_requirement(id.as_str(), *p);
+        }
+        if changed {
+            tracing::info!(job = %ctx.job_key, requirements = ?sim.requirements(), "resource requirements updated");
+        }
+        Ok(())
+    }
+}
+
+/// Lists simulated jobs (one context per simulator, configuration over the base configuration).
+#[derive(Debug, Clone, Default)]
+pub struct SimJobListFetcher {
+    jobs: Vec<(SimHandle, Configuration)>,
+}
+
+impl SimJobListFetcher {
+    /// A fetcher listing `jobs`, each with its own configuration.
+    pub fn new(jobs: Vec<(SimHandle, Configuration)>) -> Self {
+        Self { jobs }
+    }
+}
+
+#[async_trait]
+impl JobListFetcher<String, SimContext> for SimJobListFetcher {
+    async fn fetch(&self, base: &Configuration) -> Result<Vec<SimContext>, FetchError> {
+        Ok(self
+            .jobs
+            .iter()
+            .map(|(handle, conf)| handle.context(base.overlay(conf)))
+            .collect())
+    }
+}

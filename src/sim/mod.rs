@@ -1,0 +1,24 @@
+//! A deterministic simulated Flink job to run the autoscaler against, and the harness that does so.
+//!
+//! - [`Simulator`]: a job of vertices with a per-subtask capacity, edges with ship strategies and
+//!   selectivities, sources with a [`RateProfile`] and a backlog; records move in small steps
+//!   through bounded buffers with credit-based flow control, and the job reports what Flink
+//!   reports (busy/backpressured/idle ms per second, record rates and counters, pendingRecords).
+//!   A rescale costs a restart downtime.
+//! - [`adapters`]: the simulator behind the autoscaler's own traits ([`SimMetricsCollector`],
+//!   [`SimScalingRealizer`], [`SimJobListFetcher`]) and a simulated [`SimClock`].
+//! - [`harness`]: runs `JobAutoScalerImpl` on a simulator cycle by cycle and measures convergence.
+//! - [`workloads`]: the job shapes of the examples and the convergence benchmark.
+
+pub mod adapters;
+pub mod engine;
+pub mod harness;
+pub mod job;
+pub mod profile;
+pub mod rng;
+pub mod workloads;
+
+pub use adapters::{SimClock, SimContext, SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer};
+pub use engine::{Counters, RescaleEvent, SimJobState, Simulator, SubtaskMeters, Totals};
+pub use job::{KeySkew, SimEdge, SimError, SimJob, SimSettings, SimVertex, SourceSpec};
+pub use profile::RateProfile;
