@@ -30,9 +30,11 @@
 //! once, since it knows of no earlier rescale. A failed forward changes nothing: the request stays
 //! held (or is retried on the next call).
 //!
-//! Time comes from an injectable [`Clock`].
+//! Time comes from an injectable [`Clock`] (the core's, shared with `JobAutoScalerImpl`); tests and
+//! simulations use [`ManualClock`].
 
 use async_trait::async_trait;
+pub use autoscaler_core::{Clock, SystemClock};
 use autoscaler_core::{
     ConfigChanges, Configuration, JobAutoScalerContext, OptionsError, ParallelismOverrides, RealizeError,
     ScalingRealizer,
@@ -45,22 +47,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::options::{SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, optional_duration};
-
-/// A source of the current instant.
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
 
 /// A clock that only moves when told to (tests and simulations).
 #[derive(Debug)]
