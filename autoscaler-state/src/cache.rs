@@ -160,6 +160,7 @@ impl JobView {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use autoscaler_core::state::ConfigChanges;

@@ -89,7 +89,7 @@ pub(crate) enum StateValue {
     ScalingHistory(ScalingHistory),
     ScalingTracking(ScalingTracking),
     CollectedMetrics(MetricHistory),
-    EvaluatedMetrics(EvaluatedMetrics),
+    EvaluatedMetrics(Box<EvaluatedMetrics>),
     ParallelismOverrides(ParallelismOverrides),
     ConfigOverrides(ConfigChanges),
     DelayedScaleDown(DelayedScaleDown),
@@ -136,7 +136,7 @@ impl StateValue {
             StateValue::ScalingHistory(v) => encode_value(self.state_type(), v, compression_threshold),
             StateValue::ScalingTracking(v) => encode_value(self.state_type(), v, compression_threshold),
             StateValue::CollectedMetrics(v) => encode_value(self.state_type(), v, compression_threshold),
-            StateValue::EvaluatedMetrics(v) => encode_value(self.state_type(), v, compression_threshold),
+            StateValue::EvaluatedMetrics(v) => encode_value(self.state_type(), &**v, compression_threshold),
             StateValue::ParallelismOverrides(v) => encode_value(self.state_type(), v, compression_threshold),
             StateValue::ConfigOverrides(v) => encode_value(self.state_type(), v, compression_threshold),
             StateValue::DelayedScaleDown(v) => encode_value(self.state_type(), v, compression_threshold),
@@ -149,7 +149,7 @@ impl StateValue {
             StateType::ScalingHistory => StateValue::ScalingHistory(decode_value(state_type, text)?),
             StateType::ScalingTracking => StateValue::ScalingTracking(decode_value(state_type, text)?),
             StateType::CollectedMetrics => StateValue::CollectedMetrics(decode_value(state_type, text)?),
-            StateType::EvaluatedMetrics => StateValue::EvaluatedMetrics(decode_value(state_type, text)?),
+            StateType::EvaluatedMetrics => StateValue::EvaluatedMetrics(Box::new(decode_value(state_type, text)?)),
             StateType::ParallelismOverrides => StateValue::ParallelismOverrides(decode_value(state_type, text)?),
             StateType::ConfigOverrides => StateValue::ConfigOverrides(decode_value(state_type, text)?),
             StateType::DelayedScaleDown => StateValue::DelayedScaleDown(decode_value(state_type, text)?),
@@ -228,6 +228,7 @@ fn gunzip_base64(text: &str) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use autoscaler_core::state::ScalingRecord;
@@ -275,6 +276,20 @@ mod tests {
             StateValue::decode(StateType::ScalingTracking, &text).unwrap(),
             tracking()
         );
+    }
+
+    proptest::proptest! {
+        // Any configuration change survives encode/decode, compressed or not.
+        #[test]
+        fn config_changes_round_trip(
+            overrides in proptest::collection::btree_map(".{0,12}", ".{0,12}", 0..6),
+            removals in proptest::collection::btree_set(".{0,12}", 0..6),
+            threshold in 0usize..400,
+        ) {
+            let value = StateValue::ConfigOverrides(ConfigChanges { overrides, removals });
+            let text = value.encode(threshold).unwrap();
+            proptest::prop_assert_eq!(StateValue::decode(StateType::ConfigOverrides, &text).unwrap(), value);
+        }
     }
 
     #[test]

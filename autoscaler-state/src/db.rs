@@ -339,7 +339,14 @@ impl Db {
             )]),
             ..Migrator::DEFAULT
         };
-        let result = with_pool!(&self.database, pool => migrator.run(pool).await);
+        let mut result = with_pool!(&self.database, pool => migrator.run(pool).await);
+        if let Err(error) = &result {
+            // SQLite has no migration lock: a process racing us to create the tables makes our
+            // bookkeeping insert fail. The schema is there then; the retry sees it applied.
+            tracing::debug!(%error, "retrying the migrations once");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            result = with_pool!(&self.database, pool => migrator.run(pool).await);
+        }
         result.map_err(|e| backend_error("migrate", e))
     }
 
@@ -507,6 +514,7 @@ impl Db {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -6,6 +6,21 @@
 //! (the default), PostgreSQL and MySQL/MariaDB, following the reference's JDBC plugin
 //! (`flink-autoscaler-plugin-jdbc`) with the improvements listed below.
 //!
+//! ```no_run
+//! use autoscaler_core::{AutoScalerStateStore, BasicJobContext, Configuration};
+//! use autoscaler_state::{open_event_handler, open_state_store};
+//!
+//! # async fn demo() -> Result<(), autoscaler_core::StateError> {
+//! let store = open_state_store("sqlite:autoscaler-state.db").await?;
+//! let events = open_event_handler("sqlite:autoscaler-state.db").await?;
+//! let ctx = BasicJobContext::new("a1b2c3".to_owned(), Configuration::new(), ());
+//! let mut overrides = store.get_parallelism_overrides(&ctx).await?;
+//! overrides.insert("bc764cd8ddf7a0cff126f51c16239658".into(), 4);
+//! store.store_parallelism_overrides(&ctx, &overrides).await?;
+//! autoscaler_state::flush_or_warn(&store, &events, &ctx).await?; // one transaction
+//! # Ok(()) }
+//! ```
+//!
 //! ## Stores and URLs
 //!
 //! | URL | Store |
@@ -46,11 +61,13 @@
 //! `t_flink_autoscaler_state_store`: `id` (identity PK), `create_time` (**added**: when the row
 //! was first written), `update_time` (time of the flush that last wrote it), `job_key` (the job
 //! key's `Display` form), `state_type`, `state_value` (text), unique (`job_key`, `state_type`)
-//! `un_job_state_type_inx`. Differences from the reference's DDL: PostgreSQL uses `TIMESTAMPTZ`;
-//! MySQL uses `DATETIME(6)` in UTC and `job_key VARBINARY(764)` instead of
+//! `un_job_state_type_inx`. Differences from the reference's DDL: PostgreSQL uses `TIMESTAMPTZ`
+//! and an identity id; MySQL uses `DATETIME(6)` in UTC and `job_key VARBINARY(764)` instead of
 //! `varchar(191) utf8mb4_general_ci`, so job keys differing only in case, accents or trailing
-//! spaces are distinct rows; SQLite stores times as text. A PostgreSQL job key cannot hold a NUL
-//! character (PostgreSQL text cannot).
+//! spaces are distinct rows (a key longer than 764 UTF-8 bytes fails the flush with a typed
+//! error); SQLite stores times as RFC 3339 text. A PostgreSQL job key cannot hold a NUL character
+//! (PostgreSQL text cannot). The reference's DDL also creates a `flink_autoscaler` database; here
+//! the tables go into the database (and PostgreSQL schema) the URL names.
 //!
 //! `state_type` values are the reference's `scalingHistory`, `scalingTracking`, `collectedMetrics`,
 //! `parallelismOverrides`, `configOverrides`, `delayedScaleDown`, plus `evaluatedMetrics`.

@@ -256,14 +256,14 @@ macro_rules! impl_state_store {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::EvaluatedMetrics(metrics.clone()))
+                    .put(&key, StateValue::EvaluatedMetrics(Box::new(metrics.clone())))
                     .await
             }
             async fn get_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<Option<EvaluatedMetrics>> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 Ok(match $inner.get(&key, StateType::EvaluatedMetrics).await? {
-                    Some(StateValue::EvaluatedMetrics(v)) => Some(v),
+                    Some(StateValue::EvaluatedMetrics(v)) => Some(*v),
                     _ => None,
                 })
             }

@@ -535,6 +535,24 @@ async fn two_stores_writing_the_same_jobs_are_safe(db: &TestDb) {
 }
 per_backend!(two_stores_writing_the_same_jobs_are_safe);
 
+// Processes starting at once on a fresh database create the schema once and all open.
+async fn concurrent_opens_migrate_once(db: &TestDb) {
+    let (a, b, c, d) = tokio::join!(
+        AnyStateStore::open(&db.url),
+        AnyStateStore::open(&db.url),
+        AnyEventHandler::open(&db.url),
+        AnyStateStore::open(&db.url)
+    );
+    let (a, _b, _c, _d) = (a.unwrap(), b.unwrap(), c.unwrap(), d.unwrap());
+    let job = ctx("job");
+    store_all(&a, &job, &sample(1)).await;
+    a.flush(&job).await.unwrap();
+    if db.persistent() {
+        assert_all(&reopen(db).await, &job, &sample(1)).await;
+    }
+}
+per_backend!(concurrent_opens_migrate_once);
+
 // ---- event handler ----
 
 async fn event_handler(
