@@ -1,6 +1,8 @@
 //! The `flink-autoscaler` binary: `replay` (what-if on recorded metrics) and `run` (the standalone
 //! autoscaler against a Flink cluster).
 
+mod run;
+
 use clap::{Parser, Subcommand};
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -23,6 +25,8 @@ enum Command {
         /// Scenario file, or `-` for standard input.
         scenario: String,
     },
+    /// Run the standalone autoscaler against a Flink cluster (adaptive scheduler, rescale API).
+    Run(run::RunArgs),
 }
 
 /// Reads the scenario text from a path or stdin.
@@ -64,6 +68,31 @@ fn run_replay(source: &str) -> ExitCode {
     }
 }
 
+fn run_standalone(args: run::RunArgs) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flink-autoscaler: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flink-autoscaler: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // A bug must never surface as a backtrace: report it on one line and exit non-zero.
     std::panic::set_hook(Box::new(|info| {
@@ -82,6 +111,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = std::panic::catch_unwind(|| match cli.command {
         Command::Replay { scenario } => run_replay(&scenario),
+        Command::Run(args) => run_standalone(args),
     });
     code.unwrap_or(ExitCode::from(3))
 }

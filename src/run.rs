@@ -1,0 +1,247 @@
+//! `flink-autoscaler run`: the standalone autoscaler against one Flink cluster.
+
+use anyhow::{Context, Result, bail};
+use autoscaler_core::standalone::ControlLoopOptions;
+use autoscaler_core::{
+    AutoScalerEventHandler, AutoScalerStateStore, BasicJobContext, Configuration, FetchError, JobAutoScalerImpl,
+    JobListFetcher, LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer,
+    StandaloneAutoscaler, async_trait,
+};
+use autoscaler_realizer::{
+    CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
+    RestClientConfig, RestMetricsCollector,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+type Ctx = BasicJobContext<String, FlinkRestClient>;
+
+/// Arguments of `run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The JobManager's REST address.
+    #[arg(long, default_value = "http://127.0.0.1:8081")]
+    pub flink_url: String,
+    /// A Flink-style YAML file with `job.autoscaler.*` (and `autoscaler.standalone.*`) keys; the
+    /// jobs' own configuration overrides it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Control loop interval (Flink duration syntax, e.g. `10 s`); default 10 s.
+    #[arg(long)]
+    pub interval: Option<String>,
+    /// How many jobs are scaled concurrently; default 100.
+    #[arg(long)]
+    pub parallelism: Option<usize>,
+    /// Decide and report, never rescale (forces `job.autoscaler.scaling.enabled=false`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Where state is kept: `memory`, `sqlite:PATH`, `postgres://...`, `mysql://...`.
+    #[arg(long, default_value = "sqlite:flink-autoscaler-state.db")]
+    pub state: String,
+    /// Stop after this long (Flink duration syntax); default: run until SIGTERM / ctrl-c.
+    #[arg(long)]
+    pub run_for: Option<String>,
+}
+
+/// Reads a Flink `config.yaml` (nested maps flattened with dots, lists joined with `;`) or a legacy
+/// `flink-conf.yaml` (flat `key: value` lines, which is also valid YAML).
+pub fn load_flink_yaml(path: &Path) -> Result<Configuration> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse_flink_yaml(&text).with_context(|| format!("{} is not valid Flink YAML", path.display()))
+}
+
+fn parse_flink_yaml(text: &str) -> Result<Configuration> {
+    use yaml_rust2::{Yaml, YamlLoader};
+    fn scalar(y: &Yaml) -> Option<String> {
+        match y {
+            Yaml::Real(s) | Yaml::String(s) => Some(s.clone()),
+            Yaml::Integer(i) => Some(i.to_string()),
+            Yaml::Boolean(b) => Some(b.to_string()),
+            Yaml::Array(items) => Some(items.iter().filter_map(scalar).collect::<Vec<_>>().join(";")),
+            _ => None,
+        }
+    }
+    fn flatten(prefix: &str, y: &Yaml, out: &mut Configuration) -> Result<()> {
+        match y {
+            Yaml::Hash(map) => {
+                for (k, v) in map {
+                    let Some(key) = scalar(k) else {
+                        bail!("a key under {prefix:?} is not a scalar")
+                    };
+                    let full = if prefix.is_empty() {
+                        key
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    flatten(&full, v, out)?;
+                }
+                Ok(())
+            }
+            Yaml::Null => Ok(()),
+            other => match scalar(other) {
+                Some(v) => {
+                    out.set(prefix, v);
+                    Ok(())
+                }
+                None => bail!("unsupported value at {prefix:?}"),
+            },
+        }
+    }
+    let docs = YamlLoader::load_from_str(text)?;
+    let mut conf = Configuration::new();
+    for doc in &docs {
+        flatten("", doc, &mut conf)?;
+    }
+    Ok(conf)
+}
+
+/// A fetcher wrapper forcing recommend-only mode on every job (`--dry-run`).
+struct DryRunFetcher(FlinkClusterJobListFetcher);
+
+#[async_trait]
+impl JobListFetcher<String, Ctx> for DryRunFetcher {
+    async fn fetch(&self, base: &Configuration) -> Result<Vec<Ctx>, FetchError> {
+        let mut jobs = self.0.fetch(base).await?;
+        for job in &mut jobs {
+            job.configuration.set("job.autoscaler.scaling.enabled", "false");
+        }
+        Ok(jobs)
+    }
+}
+
+/// A realizer that only logs (`--dry-run`).
+struct LogOnlyRealizer;
+
+#[async_trait]
+impl ScalingRealizer<String, Ctx> for LogOnlyRealizer {
+    async fn realize_parallelism_overrides(
+        &self,
+        ctx: &Ctx,
+        overrides: &ParallelismOverrides,
+    ) -> Result<(), RealizeError> {
+        tracing::info!(job = %ctx.job_key, ?overrides, "dry run: not rescaling");
+        Ok(())
+    }
+}
+
+/// Runs the standalone autoscaler until shutdown.
+pub async fn run(args: RunArgs) -> Result<()> {
+    let mut base = Configuration::from_iter([("job.autoscaler.enabled", "true")]);
+    if let Some(path) = &args.config {
+        base = base.overlay(&load_flink_yaml(path)?);
+    }
+    if let Some(interval) = &args.interval {
+        autoscaler_core::duration::parse_duration(interval)
+            .map_err(|e| anyhow::anyhow!("--interval {interval:?}: {e}"))?;
+        base.set(autoscaler_core::standalone::CONTROL_LOOP_INTERVAL_KEY, interval.clone());
+    }
+    if let Some(p) = args.parallelism {
+        base.set(autoscaler_core::standalone::CONTROL_LOOP_PARALLELISM_KEY, p.to_string());
+    }
+    let run_for = match &args.run_for {
+        Some(d) => {
+            Some(autoscaler_core::duration::parse_duration(d).map_err(|e| anyhow::anyhow!("--run-for {d:?}: {e}"))?)
+        }
+        None => None,
+    };
+    let loop_options = ControlLoopOptions::from_configuration(&base).context("control loop options")?;
+    let timeout = autoscaler_core::AutoScalerOptions::from_configuration(&base)
+        .context("autoscaler options in --config")?
+        .rest_client_timeout;
+    let client = FlinkRestClient::new(
+        &args.flink_url,
+        RestClientConfig {
+            timeout,
+            ..RestClientConfig::default()
+        },
+    )
+    .with_context(|| format!("--flink-url {}", args.flink_url))?;
+
+    let store = autoscaler_state::open_state_store(&args.state)
+        .await
+        .with_context(|| format!("--state {}", args.state))?;
+    let store: Arc<dyn AutoScalerStateStore<String, Ctx>> = Arc::new(store);
+    let events: Arc<dyn AutoScalerEventHandler<String, Ctx>> = Arc::new(LoggingEventHandler);
+    let collector: Arc<dyn MetricsCollector<String, Ctx>> = Arc::new(RestMetricsCollector::<String>::new());
+    let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = if args.dry_run {
+        Arc::new(LogOnlyRealizer)
+    } else {
+        let cooldown = CooldownConfig::from_configuration(&base).context("cooldown options")?;
+        Arc::new(CooldownRealizer::new(
+            RescaleApiScalingRealizer::with_event_handler(events.clone()),
+            cooldown,
+        ))
+    };
+    let fetcher: Arc<dyn JobListFetcher<String, Ctx>> = if args.dry_run {
+        Arc::new(DryRunFetcher(FlinkClusterJobListFetcher::new(client)))
+    } else {
+        Arc::new(FlinkClusterJobListFetcher::new(client))
+    };
+    let autoscaler = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
+    tracing::info!(flink = %args.flink_url, state = %args.state, dry_run = args.dry_run, "standalone autoscaler starting");
+    let control_loop = StandaloneAutoscaler::new(fetcher, autoscaler, events, loop_options)
+        .with_base_configuration(base)
+        .with_options_validation();
+    control_loop
+        .run(async move {
+            let stop = shutdown_signal();
+            match run_for {
+                Some(d) => {
+                    tokio::select! {
+                        () = stop => {}
+                        () = tokio::time::sleep(d) => tracing::info!("--run-for elapsed"),
+                    }
+                }
+                None => stop.await,
+            }
+        })
+        .await;
+    tracing::info!("standalone autoscaler stopped");
+    Ok(())
+}
+
+/// Completes on ctrl-c or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("ctrl-c: stopping after the cycle in flight"),
+        () = term => tracing::info!("SIGTERM: stopping after the cycle in flight"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flink_yaml_nested_and_flat_keys_flatten_to_dotted_keys() {
+        let conf = parse_flink_yaml(
+            "job:\n  autoscaler:\n    enabled: true\n    metrics.window: 3 min\n    vertex.exclude.ids: [a, b]\njobmanager.scheduler: adaptive\n",
+        )
+        .expect("valid yaml");
+        assert_eq!(conf.get("job.autoscaler.enabled"), Some("true"));
+        assert_eq!(conf.get("job.autoscaler.metrics.window"), Some("3 min"));
+        assert_eq!(conf.get("job.autoscaler.vertex.exclude.ids"), Some("a;b"));
+        assert_eq!(conf.get("jobmanager.scheduler"), Some("adaptive"));
+    }
+
+    #[test]
+    fn broken_yaml_is_an_error() {
+        assert!(parse_flink_yaml("a: [1, 2").is_err());
+    }
+}
