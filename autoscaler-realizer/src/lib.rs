@@ -69,6 +69,21 @@
 //!   metric is "not ready", not an error.
 //! - `PUT resource-requirements` answers `200 {}` at once; the rescale happens later (after the
 //!   scheduler's cooldown and, with checkpointing, the next checkpoint) while the job stays RUNNING.
+//! - A source whose operator reports `numRecordsInPerSecond` = 0 (the datagen and rate sources of
+//!   Flink 2.3 do) gets `OBSERVED_TPR` = +Inf: the reference's fallback to `numRecordsOutPerSecond`
+//!   exists in its conversion but the metric is never queried, and this crate keeps that behaviour.
+//!
+//! # Where this crate deliberately differs from the reference
+//!
+//! - A job that disappeared between the job list and the collection (404, or 500 with
+//!   `FlinkJobNotFoundException`) is [`CollectError::NotReady`](autoscaler_core::CollectError),
+//!   not an error event: the next job list drops it and the control loop cleans it up.
+//! - When an aggregated query answers `[]` the job's metric-name cache is dropped so the next cycle
+//!   lists every vertex again (the reference keeps asking for the stale names).
+//! - A source's metric names are listed once per cycle and used both for partition counting and for
+//!   the metric-name cache (the reference lists them twice).
+//! - Metric queries have the client's per-request timeout (the reference's have none).
+//! - The `Scaling` event prints the requirements in vertex id order (the reference: hash order).
 
 mod collector;
 mod context;
