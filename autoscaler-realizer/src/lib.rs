@@ -13,8 +13,8 @@
 //! The conversion from aggregated Flink metrics to scaling metrics is pure and lives in
 //! [`autoscaler_metrics::collection`], so simulators reuse it without HTTP.
 //!
-//! Endpoints used: `GET /jobs/overview`, `GET /jobs/<id>` (details with vertices and plan),
-//! `GET /jobs/<id>/plan`, `GET /jobs/<id>/config`, `GET /jobs/<id>/jobmanager/config`,
+//! Endpoints covered: `GET /jobs/overview`, `GET /jobs/<id>` (details with vertices and plan),
+//! `GET /jobs/<id>/status`, `GET /jobs/<id>/metrics?get=..`, `GET /jobs/<id>/plan`, `GET /jobs/<id>/config`, `GET /jobs/<id>/jobmanager/config`,
 //! `GET /jobmanager/config`, `GET /jobs/<id>/vertices/<vid>/subtasks/metrics[?get=..&agg=..]`,
 //! `GET /jobs/<id>/vertices/<vid>/metrics?get=..`, `GET /taskmanagers/metrics?get=..&agg=..`,
 //! `GET /jobmanager/metrics?get=..`, `GET`/`PUT /jobs/<id>/resource-requirements`.

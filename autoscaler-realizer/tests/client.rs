@@ -359,3 +359,24 @@ async fn puts_are_never_retried() {
         .expect_err("503");
     assert_eq!(error.status(), Some(503));
 }
+
+#[tokio::test]
+async fn job_status_and_job_metrics_parse() {
+    let server = MockServer::start().await;
+    mount_get(&server, &format!("/jobs/{JOB}/status"), recorded(200, "job-status")).await;
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{JOB}/metrics")))
+        .and(query_param("get", "numRestarts,uptime"))
+        .respond_with(recorded(200, "job-metrics"))
+        .mount(&server)
+        .await;
+    let client = client(&server);
+    let status = client.job_status(JOB).await.expect("status parses");
+    assert_eq!(status.job_status(), Some(JobStatus::Running));
+    let metrics = client
+        .job_metrics(JOB, &["numRestarts", "uptime"])
+        .await
+        .expect("metrics parse");
+    let uptime = metrics.iter().find(|m| m.id == "uptime").and_then(|m| m.as_f64());
+    assert_eq!(uptime, Some(65_514.0));
+}

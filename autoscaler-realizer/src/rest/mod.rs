@@ -16,8 +16,8 @@ mod model;
 pub use error::RestError;
 pub use model::{
     AggregatedMetricValue, Aggregation, ConfigEntry, JobConfig, JobDetails, JobOverview, JobPlan, JobPlanResponse,
-    JobResourceRequirements, JobVertexDetails, JobsOverview, MetricName, MetricValue, ParallelismBounds, PlanInput,
-    PlanNode, TaskCounts, VertexIoMetrics, VertexResourceRequirements,
+    JobResourceRequirements, JobStatusInfo, JobVertexDetails, JobsOverview, MetricName, MetricValue, ParallelismBounds,
+    PlanInput, PlanNode, TaskCounts, VertexIoMetrics, VertexResourceRequirements,
 };
 
 use reqwest::{Method, StatusCode, Url};
@@ -196,6 +196,22 @@ impl FlinkRestClient {
     /// status, IO counters) and the plan. Unknown job: 404.
     pub async fn job_details(&self, job_id: &str) -> Result<JobDetails, RestError> {
         self.get(&format!("jobs/{job_id}"), &[]).await
+    }
+
+    /// `GET /jobs/{jobid}/status`: the job state straight from the dispatcher (not from the 3 s
+    /// execution-graph cache that serves the job details).
+    pub async fn job_status(&self, job_id: &str) -> Result<JobStatusInfo, RestError> {
+        self.get(&format!("jobs/{job_id}/status"), &[]).await
+    }
+
+    /// `GET /jobs/{jobid}/metrics?get=...`: job metrics, values as strings. `numRescales` going up by
+    /// one (and `uptime` resetting) is the reliable sign that a requested rescale happened.
+    pub async fn job_metrics(&self, job_id: &str, names: &[&str]) -> Result<Vec<MetricValue>, RestError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.get(&format!("jobs/{job_id}/metrics"), &metrics_query(names, &[]))
+            .await
     }
 
     /// `GET /jobs/{jobid}/plan`: the job graph with edges and ship strategies.

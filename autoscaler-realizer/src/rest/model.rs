@@ -77,6 +77,20 @@ pub struct TaskCounts {
     pub reconciling: u32,
 }
 
+/// `GET /jobs/{jobid}/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct JobStatusInfo {
+    /// Job state as Flink spells it.
+    pub status: String,
+}
+
+impl JobStatusInfo {
+    /// The job state, if this crate knows it.
+    pub fn job_status(&self) -> Option<JobStatus> {
+        JobStatus::parse(&self.status)
+    }
+}
+
 /// `GET /jobs/{jobid}`: the job details.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct JobDetails {
