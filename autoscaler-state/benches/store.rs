@@ -2,7 +2,8 @@
 //!
 //! "Full history": 20 vertices, 90 collected snapshots (15 min window at a 10 s interval) of 12
 //! metrics each, a scaling history of 5 decisions per vertex, plus the small states. PostgreSQL and
-//! MySQL run when `AUTOSCALER_TEST_POSTGRES_URL` / `AUTOSCALER_TEST_MYSQL_URL` are set.
+//! MySQL run when `AUTOSCALER_TEST_POSTGRES_URL` / `AUTOSCALER_TEST_MYSQL_URL` are set. Figures are
+//! in the crate docs (`src/lib.rs`, "Cost").
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -109,6 +110,15 @@ fn bench_store(criterion: &mut Criterion, kind: Kind, name: &str) {
             })
         })
     });
+    // A cycle's read: served from the cache (a clone of the history).
+    group.bench_function("get_cached_history", |b| {
+        b.iter(|| rt.block_on(async { black_box(store.get_collected_metrics(&c).await.unwrap().len()) }))
+    });
+    if kind == Kind::Memory {
+        // The in-memory store has nothing to reload from.
+        group.finish();
+        return;
+    }
     // A restart's read: drop the cache, load every row and decode it.
     group.bench_function("load_full_job", |b| {
         b.iter(|| {
