@@ -176,6 +176,23 @@ impl AnyEventHandler {
         }
     }
 
+    /// Starts the reference's TTL cleaner: every `period` (the reference: daily, first run after one
+    /// period), deletes events created more than `ttl` ago. Errors are logged. Abort the returned
+    /// task to stop it.
+    pub fn spawn_ttl_cleaner(self: Arc<Self>, ttl: Duration, period: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                match self.delete_expired(ttl).await {
+                    Ok(deleted) => tracing::info!(deleted, "deleted expired autoscaler events"),
+                    Err(error) => tracing::error!(%error, "could not delete expired autoscaler events"),
+                }
+            }
+        })
+    }
+
     /// Closes the database pool, if any.
     pub async fn close(&self) {
         if let EventBackend::Database(db) = &self.backend {

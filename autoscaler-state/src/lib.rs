@@ -95,7 +95,10 @@
 //! always inserted. The event key is [`event_key`], a stable hash (the reference's varies between
 //! JVM runs). Executed scaling reports are never deduplicated; unexecuted ones are keyed by their
 //! parallelism hash. [`AnyEventHandler::events`] reads a job's events back;
-//! [`AnyEventHandler::delete_expired`] is the TTL cleanup.
+//! [`AnyEventHandler::delete_expired`] is the TTL cleanup, and
+//! [`AnyEventHandler::spawn_ttl_cleaner`] runs it periodically as the reference's daily cleaner
+//! does (one `DELETE ... WHERE create_time < cutoff`, not the reference's 2000-id windows).
+//! Storing an event never fails the caller: an error (database down) is logged.
 //!
 //! ## Two autoscaler processes on one database
 //!

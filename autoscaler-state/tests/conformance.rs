@@ -688,6 +688,31 @@ async fn events_without_interval_always_insert(db: &TestDb) {
 }
 per_backend!(events_without_interval_always_insert);
 
+// The TTL cleaner deletes expired events periodically and leaves fresh ones.
+async fn ttl_cleaner_deletes_expired_events(db: &TestDb) {
+    let (handler, now) = event_handler(db).await;
+    let handler = std::sync::Arc::new(handler);
+    let c = ctx("job");
+    handler
+        .handle_event(&c, EventType::Normal, "Old", "m", None, None)
+        .await;
+    *now.lock().unwrap() = common::t(3600);
+    handler
+        .handle_event(&c, EventType::Normal, "New", "m", None, None)
+        .await;
+    let cleaner = handler
+        .clone()
+        .spawn_ttl_cleaner(Duration::from_secs(1800), Duration::from_millis(20));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while handler.events("job").await.unwrap().len() != 1 {
+        assert!(std::time::Instant::now() < deadline, "the cleaner did not run");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cleaner.abort();
+    assert_eq!(handler.events("job").await.unwrap()[0].reason, "New");
+}
+per_backend!(ttl_cleaner_deletes_expired_events);
+
 // Scaling reports: executed ones never dedup; unexecuted ones dedup by parallelism hash, and a
 // changed recommendation is a new row (reference testScalingEventDeduplication /
 // testScalingEventWithParallelismChange).
