@@ -468,6 +468,51 @@ async fn flush_failure_keeps_the_cache_and_retries(db: &TestDb) {
 }
 per_backend!(flush_failure_keeps_the_cache_and_retries);
 
+// A flush whose last row fails (a trigger rejects it) commits none of the job's rows: the
+// database keeps the old version of every state, the cache the new one, and the next flush writes it.
+async fn a_failing_row_rolls_back_the_whole_job_flush(db: &TestDb) {
+    let (install, remove) = match db.kind {
+        Kind::Memory => return,
+        Kind::Sqlite => (
+            "CREATE TRIGGER fail_ins BEFORE INSERT ON t_flink_autoscaler_state_store \
+             WHEN NEW.state_type = 'delayedScaleDown' BEGIN SELECT RAISE(ABORT, 'injected failure'); END; \
+             CREATE TRIGGER fail_upd BEFORE UPDATE ON t_flink_autoscaler_state_store \
+             WHEN NEW.state_type = 'delayedScaleDown' BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+            "DROP TRIGGER fail_ins; DROP TRIGGER fail_upd;",
+        ),
+        Kind::Postgres => (
+            "CREATE FUNCTION fail_row() RETURNS trigger AS $$ BEGIN \
+             IF NEW.state_type = 'delayedScaleDown' THEN RAISE EXCEPTION 'injected failure'; END IF; \
+             RETURN NEW; END $$ LANGUAGE plpgsql; \
+             CREATE TRIGGER fail_row BEFORE INSERT OR UPDATE ON t_flink_autoscaler_state_store \
+             FOR EACH ROW EXECUTE FUNCTION fail_row();",
+            "DROP TRIGGER fail_row ON t_flink_autoscaler_state_store;",
+        ),
+        Kind::MySql => (
+            "CREATE TRIGGER fail_ins BEFORE INSERT ON t_flink_autoscaler_state_store FOR EACH ROW BEGIN \
+             IF NEW.state_type = 'delayedScaleDown' THEN \
+             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected failure'; END IF; END",
+            "DROP TRIGGER fail_ins",
+        ),
+    };
+    let store = open(db).await;
+    let c = ctx("job");
+    store_all(&store, &c, &sample(1)).await;
+    store.flush(&c).await.unwrap();
+    db.exec_raw(install).await;
+
+    store_all(&store, &c, &sample(2)).await;
+    let err = store.flush(&c).await.unwrap_err();
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    assert_all(&reopen(db).await, &c, &sample(1)).await;
+    assert_all(&store, &c, &sample(2)).await;
+
+    db.exec_raw(remove).await;
+    store.flush(&c).await.unwrap();
+    assert_all(&reopen(db).await, &c, &sample(2)).await;
+}
+per_backend!(a_failing_row_rolls_back_the_whole_job_flush);
+
 // A failed first load caches nothing: the next access retries and succeeds (reference
 // testErrorHandlingDuringQuery).
 async fn failed_load_is_retried(db: &TestDb) {

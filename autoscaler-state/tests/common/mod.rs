@@ -230,6 +230,25 @@ impl TestDb {
         }
     }
 
+    /// Runs statements without parameters over the text protocol (DDL, triggers).
+    pub async fn exec_raw(&self, sql: &str) {
+        match self.kind {
+            Kind::Memory => panic!("no database"),
+            Kind::Sqlite => {
+                let mut conn = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            }
+            Kind::Postgres => {
+                let mut conn = sqlx::PgConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            }
+            Kind::MySql => {
+                let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+                sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+            }
+        }
+    }
+
     /// Inserts a raw state row (the table must exist: open a store first).
     pub async fn insert_state_row(&self, job_key: &str, state_type: &str, value: &str) {
         let now = "2024-01-01 00:00:00";
