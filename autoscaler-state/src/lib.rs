@@ -109,6 +109,8 @@
 //! flush wins per job and each process keeps acting on its own cached view until
 //! `remove_info_from_cache`: run one autoscaler per job (shard jobs between processes). SQLite
 //! files may be shared by processes on one host (WAL, busy timeout), not over a network share.
+//! `tests/crash.rs` runs two child processes writing the same jobs on each database, and kills
+//! a writer with SIGKILL mid-flush; `tests/conformance.rs` has the in-process variants.
 
 //!
 //! ## Cost (`cargo bench -p autoscaler-state --bench store`)

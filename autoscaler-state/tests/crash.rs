@@ -106,30 +106,12 @@ async fn consistent_version(store: &AnyStateStore, c: &Ctx) -> Option<u32> {
 
 async fn killed_mid_flush_leaves_old_or_new(kind: Kind) {
     let Some(db) = TestDb::new(kind).await else { return };
-    let exe = std::env::current_exe().unwrap();
     let mut last_versions: Vec<Option<u32>> = vec![None; JOBS];
     for (kill, delay_ms) in [0u64, 7, 23, 51, 120].into_iter().enumerate() {
         let base = 1000 * (kill as u32 + 1);
-        let mut child = Command::new(&exe)
-            .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD_URL_ENV, &db.url)
-            .env(CHILD_BASE_ENV, base.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Wait until the child has completed at least one round, then kill it a little later, at a
-        // different point of its flush loop each time.
-        // A thread drains the child's stdout to the end, so the child never dies of a closed pipe.
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let drain = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with("ROUND ") && tx.send(line).is_err() {
-                    // The parent stopped listening; keep draining.
-                }
-            }
-        });
+        let (mut child, rx, drain) = spawn_child(&db.url, base);
+        // Two complete rounds, then the kill lands a little later: at a different point of the
+        // flush loop each time.
         for _ in 0..2 {
             if rx.recv_timeout(Duration::from_secs(60)).is_err() {
                 child.kill().unwrap();
@@ -167,6 +149,95 @@ async fn killed_mid_flush_leaves_old_or_new(kind: Kind) {
         store.close().await;
     }
     db.cleanup().await;
+}
+
+/// Starts a child writing versions from `base`, with a thread draining its stdout; the receiver
+/// gets each `ROUND` line.
+fn spawn_child(
+    url: &str,
+    base: u32,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_URL_ENV, url)
+        .env(CHILD_BASE_ENV, base.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let drain = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("ROUND ") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    (child, rx, drain)
+}
+
+// Two autoscaler processes writing the same jobs on one database at once: neither fails (each
+// child would panic and exit on an error, instead of dying of our SIGKILL), and every job ends
+// as one process's complete version.
+async fn two_processes_write_the_same_jobs(kind: Kind) {
+    let Some(db) = TestDb::new(kind).await else { return };
+    // Create the schema first so the two children do not race on it (that race has its own test).
+    AnyStateStore::open(&db.url).await.unwrap().close().await;
+    let mut children = vec![spawn_child(&db.url, 10_000), spawn_child(&db.url, 20_000)];
+    for (child, rx, _) in &mut children {
+        for _ in 0..3 {
+            if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+                child.kill().unwrap();
+                panic!("a child did not finish three rounds within 60 s (did a flush fail?)");
+            }
+        }
+    }
+    for (mut child, _, drain) in children {
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(9), "a child exited by itself: {status}");
+        drain.join().unwrap();
+    }
+    let store = AnyStateStore::open(&db.url).await.unwrap();
+    for c in jobs() {
+        let version = consistent_version(&store, &c).await.unwrap();
+        assert!((10_000..30_000).contains(&version), "{version}");
+        assert_eq!(db.state_rows(&c.job_key).await.len(), 7);
+    }
+    store.close().await;
+    db.cleanup().await;
+}
+
+#[test]
+fn two_processes_sqlite() {
+    if std::env::var(CHILD_URL_ENV).is_ok() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(two_processes_write_the_same_jobs(Kind::Sqlite));
+}
+
+#[test]
+fn two_processes_postgres() {
+    if std::env::var(CHILD_URL_ENV).is_ok() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(two_processes_write_the_same_jobs(Kind::Postgres));
+}
+
+#[test]
+fn two_processes_mysql() {
+    if std::env::var(CHILD_URL_ENV).is_ok() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(two_processes_write_the_same_jobs(Kind::MySql));
 }
 
 #[test]
