@@ -19,6 +19,10 @@ const SQLITE_SCHEMA: &str = include_str!("../migrations/sqlite/0001_autoscaler_t
 const POSTGRES_SCHEMA: &str = include_str!("../migrations/postgres/0001_autoscaler_tables.sql");
 const MYSQL_SCHEMA: &str = include_str!("../migrations/mysql/0001_autoscaler_tables.sql");
 
+/// sqlx migration version of the v1 schema: timestamp-style, so it does not collide with another
+/// sqlx application's `1` in a shared database.
+const SCHEMA_V1_VERSION: i64 = 2026_1201_0000_01;
+
 /// How a store reaches its database; see [`StoreOptions`] for the knobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StateUrl {
@@ -331,12 +335,14 @@ impl Db {
         };
         let migrator = Migrator {
             migrations: Cow::Owned(vec![Migration::new(
-                1,
+                SCHEMA_V1_VERSION,
                 Cow::Borrowed("autoscaler state and event tables"),
                 MigrationType::Simple,
                 Cow::Borrowed(sql),
                 false,
             )]),
+            // Another sqlx application's migrations in the same database are not ours to judge.
+            ignore_missing: true,
             ..Migrator::DEFAULT
         };
         let mut result = with_pool!(&self.database, pool => migrator.run(pool).await);

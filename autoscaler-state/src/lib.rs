@@ -55,8 +55,10 @@
 //!
 //! ## Schema (embedded migrations, `migrations/<dialect>/0001_autoscaler_tables.sql`)
 //!
-//! Opening a database store runs sqlx's migrator (its `_sqlx_migrations` table records the
-//! version), which creates the reference's two tables; the reference never creates them.
+//! Opening a database store runs sqlx's migrator (its `_sqlx_migrations` table records version
+//! `20261201000001`; other sqlx applications' rows there are tolerated), which creates the
+//! reference's two tables if missing; the reference never creates them. Set
+//! [`StoreOptions::migrate`] to `false` when a DBA applies the SQL files instead.
 //!
 //! `t_flink_autoscaler_state_store`: `id` (identity PK), `create_time` (**added**: when the row
 //! was first written), `update_time` (time of the flush that last wrote it), `job_key` (the job
