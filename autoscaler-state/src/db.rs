@@ -21,7 +21,7 @@ const MYSQL_SCHEMA: &str = include_str!("../migrations/mysql/0001_autoscaler_tab
 
 /// sqlx migration version of the v1 schema: timestamp-style, so it does not collide with another
 /// sqlx application's `1` in a shared database.
-const SCHEMA_V1_VERSION: i64 = 2026_1201_0000_01;
+const SCHEMA_V1_VERSION: i64 = 20261201000001;
 
 /// How a store reaches its database; see [`StoreOptions`] for the knobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
