@@ -1,0 +1,178 @@
+//! Plugging the autoscaler into your own platform: "Acme Streams", an imaginary deployment system
+//! that runs pipelines of stages with replicas and speaks its own vocabulary.
+//!
+//! ```text
+//! cargo run --example custom_platform
+//! ```
+//!
+//! Four traits connect it: [`JobListFetcher`] (which pipelines exist), [`MetricsCollector`] (their
+//! stages as a topology plus scaling metrics), [`ScalingRealizer`] (set replicas) and
+//! [`AutoScalerEventHandler`] (where reports go). Acme's API is faked here on top of the simulator.
+
+use flink_autoscaler::core::job_autoscaler::JobAutoScalerImpl;
+use flink_autoscaler::core::{
+    AutoScalerEventHandler, BasicJobContext, CollectError, CollectedJobMetrics, Configuration, EventType, FetchError,
+    JobAutoScaler, JobListFetcher, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
+};
+use flink_autoscaler::metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric};
+use flink_autoscaler::sim::adapters::sim_instant;
+use flink_autoscaler::sim::harness::example_configuration;
+use flink_autoscaler::sim::{SimHandle, Simulator, workloads};
+use flink_autoscaler::state::InMemoryStateStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Acme's view of a stage: replicas, busy fraction of the busiest replica, record counters.
+struct StageStats {
+    stage: String,
+    replicas: u32,
+    busiest_replica_busy: f64,
+    records_in: f64,
+    records_out: f64,
+    records_in_per_sec: f64,
+    backlog: Option<f64>,
+}
+
+/// Acme's API client (faked: it reads and drives a simulated job).
+#[derive(Clone)]
+struct AcmeApi(SimHandle);
+
+impl AcmeApi {
+    fn stage_stats(&self) -> Vec<StageStats> {
+        let sim = self.0.lock();
+        let replicas = sim.parallelism();
+        let stats = sim.job().vertices.iter().enumerate().map(|(i, v)| {
+            let meters = sim.subtask_meters(i);
+            StageStats {
+                stage: v.id.clone(),
+                replicas: replicas[&v.id],
+                busiest_replica_busy: meters.iter().map(|m| m.busy_ms_per_sec / 1000.0).fold(0.0, f64::max),
+                records_in: meters.iter().map(|m| m.counters.records_in).sum(),
+                records_out: meters.iter().map(|m| m.counters.records_out).sum(),
+                records_in_per_sec: meters.iter().map(|m| m.records_in_per_sec).sum(),
+                backlog: v.source.is_some().then(|| sim.backlog(i)),
+            }
+        });
+        stats.collect()
+    }
+    fn set_replicas(&self, stage: &str, replicas: u32) {
+        self.0.lock().set_requirement(stage, replicas);
+    }
+}
+
+type AcmeContext = BasicJobContext<String, AcmeApi>;
+
+/// 1. Which pipelines to scale.
+struct AcmePipelines(AcmeApi);
+
+#[async_trait]
+impl JobListFetcher<String, AcmeContext> for AcmePipelines {
+    async fn fetch(&self, base: &Configuration) -> Result<Vec<AcmeContext>, FetchError> {
+        let mut ctx = BasicJobContext::new("orders-pipeline".to_owned(), base.clone(), self.0.clone());
+        ctx.job_status = Some(self.0.0.job_status());
+        Ok(vec![ctx])
+    }
+}
+
+/// 2. Acme's stage statistics as the autoscaler's topology and scaling metrics.
+struct AcmeMetrics;
+
+#[async_trait]
+impl MetricsCollector<String, AcmeContext> for AcmeMetrics {
+    async fn collect(
+        &self,
+        ctx: &AcmeContext,
+        _history: &MetricHistory,
+        _now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<CollectedJobMetrics, CollectError> {
+        let (topology, running_since) = {
+            let sim = ctx.client.0.lock();
+            let topology = sim.topology().map_err(|e| CollectError::Failed(e.to_string()))?;
+            (topology, sim_instant(sim.running_since()))
+        };
+        let mut metrics = CollectedMetrics::default();
+        for s in ctx.client.stage_stats() {
+            let mut values = MetricValues::new();
+            values.insert(ScalingMetric::Load, s.busiest_replica_busy);
+            values.insert(ScalingMetric::NumRecordsIn, s.records_in);
+            values.insert(ScalingMetric::NumRecordsOut, s.records_out);
+            // Sources report their backlog, other stages their input rate.
+            let (metric, value) = s
+                .backlog
+                .map_or((ScalingMetric::NumRecordsInPerSecond, s.records_in_per_sec), |b| {
+                    (ScalingMetric::Lag, b)
+                });
+            values.insert(metric, value);
+            metrics.vertex_metrics.insert(s.stage.as_str().into(), values);
+        }
+        Ok(CollectedJobMetrics {
+            topology,
+            job_running_since: running_since,
+            metrics,
+        })
+    }
+}
+
+/// 3. Decisions become replica counts.
+struct AcmeReplicas;
+
+#[async_trait]
+impl ScalingRealizer<String, AcmeContext> for AcmeReplicas {
+    async fn realize_parallelism_overrides(
+        &self,
+        ctx: &AcmeContext,
+        overrides: &ParallelismOverrides,
+    ) -> Result<(), RealizeError> {
+        overrides
+            .iter()
+            .for_each(|(stage, n)| ctx.client.set_replicas(stage.as_str(), *n));
+        Ok(())
+    }
+}
+
+/// 4. Reports go to Acme's activity feed (stdout here).
+struct AcmeFeed;
+
+#[async_trait]
+impl AutoScalerEventHandler<String, AcmeContext> for AcmeFeed {
+    async fn handle_event(
+        &self,
+        ctx: &AcmeContext,
+        t: EventType,
+        reason: &str,
+        msg: &str,
+        _: Option<&str>,
+        _: Option<Duration>,
+    ) {
+        let at = ctx.client.0.lock().now().as_secs();
+        println!("[{:02}:{:02}] {t} {reason}: {msg}", at / 60, at % 60);
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let api = AcmeApi(SimHandle::new(Simulator::new(workloads::quickstart())?));
+    let autoscaler = JobAutoScalerImpl::new(
+        Arc::new(AcmeMetrics),
+        Arc::new(InMemoryStateStore::new()),
+        Arc::new(AcmeReplicas),
+        Arc::new(AcmeFeed),
+    )
+    .with_clock(Arc::new(api.0.clock()));
+    let pipelines = AcmePipelines(api.clone());
+    for _ in 0..(20 * 6) {
+        api.0.advance(Duration::from_secs(10)); // one control-loop tick of simulated time
+        for ctx in pipelines.fetch(&example_configuration()).await? {
+            autoscaler.scale(&ctx).await?;
+        }
+    }
+    for s in api.stage_stats() {
+        println!(
+            "stage {:6} replicas {} busiest replica {:.0}% busy",
+            s.stage,
+            s.replicas,
+            s.busiest_replica_busy * 100.0
+        );
+    }
+    Ok(())
+}
