@@ -314,6 +314,8 @@ pub struct PhaseReport {
     pub reversals: usize,
     /// Vertices that reversed direction twice or more in the phase (up-down-up): oscillations.
     pub oscillations: usize,
+    /// `busyTimeMsPerSecond / 1000` of the busiest subtask per vertex at the end of the phase.
+    pub final_busy: BTreeMap<String, f64>,
 }
 
 /// How the autoscaler did on one workload.
@@ -325,6 +327,8 @@ pub struct ConvergenceReport {
     pub phases: Vec<PhaseReport>,
     /// Cycles that failed (their messages).
     pub errors: Vec<String>,
+    /// Every rescale applied during the run.
+    pub rescales: Vec<super::engine::RescaleEvent>,
 }
 
 /// Runs `sim` under the autoscaler until `horizon`, cutting the run into load phases at the
@@ -373,6 +377,16 @@ pub async fn measure_convergence(
         // The optimum for the load just before the phase ends.
         let optimal_parallelism = sim.optimal_parallelism((end.as_secs_f64() - 1.0).max(0.0), utilization);
         let total = |m: &BTreeMap<String, u32>| m.values().map(|p| f64::from(*p)).sum::<f64>();
+        let final_busy = sim
+            .job()
+            .vertices
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let busiest = sim.subtask_meters(i).iter().map(|m| m.busy_ms_per_sec / 1000.0).fold(0.0, f64::max);
+                (v.id.clone(), busiest)
+            })
+            .collect();
         phases.push(PhaseReport {
             start,
             end,
@@ -383,13 +397,16 @@ pub async fn measure_convergence(
             backlog_growing: sim.backlog_growing_time().saturating_sub(growing_before),
             reversals,
             oscillations,
+            final_busy,
         });
         start = end;
     }
+    let rescales = auto.handle.lock().rescales().to_vec();
     ConvergenceReport {
         name: name.to_owned(),
         phases,
         errors,
+        rescales,
     }
 }
 
