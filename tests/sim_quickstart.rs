@@ -57,3 +57,65 @@ async fn the_standalone_loop_scales_the_simulated_job() {
     assert!(!sim.rescales().is_empty(), "the loop never rescaled");
     assert_eq!(sim.parallelism()["parse"], 4, "{:?}", sim.rescales());
 }
+
+#[tokio::test]
+async fn the_collector_reports_flink_metrics_with_flink_meaning() {
+    use flink_autoscaler::core::MetricsCollector;
+    use flink_autoscaler::metrics::{MetricHistory, ScalingMetric};
+    use flink_autoscaler::sim::adapters::sim_instant;
+    use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimVertex};
+
+    // 3,000 records/s into a vertex that manages 1,000: the source is backpressured 900 ms/s.
+    let job = SimJob::new("bp")
+        .vertex(SimVertex::source(
+            "src",
+            10_000.0,
+            1,
+            RateProfile::Constant { rate: 3_000.0 },
+        ))
+        .vertex(SimVertex::new("slow", 1_000.0, 1))
+        .edge(SimEdge::new(
+            "src",
+            "slow",
+            flink_autoscaler::metrics::ShipStrategy::Rebalance,
+        ));
+    let handle = SimHandle::new(Simulator::new(job).expect("valid job"));
+    handle.advance(Duration::from_secs(120));
+    let ctx = handle.context(example_configuration());
+    let collected = SimMetricsCollector
+        .collect(&ctx, &MetricHistory::new(), sim_instant(Duration::from_secs(120)))
+        .await
+        .expect("running job");
+    let src = collected.metrics.vertex("src").expect("source metrics");
+    let slow = collected.metrics.vertex("slow").expect("slow metrics");
+    assert_eq!(slow.get(ScalingMetric::Load), Some(1.0));
+    assert_eq!(src.get(ScalingMetric::Load), Some(0.1));
+    // Lagging by more than 30 s of input: observed TPR = 1,000 / (1 - 900/1000) = the capacity.
+    assert_eq!(src.get(ScalingMetric::ObservedTpr), Some(10_000.0));
+    let lag = src.get(ScalingMetric::Lag).expect("lag");
+    assert!((lag - handle.lock().backlog(0)).abs() < 1.0, "{lag}");
+    assert_eq!(slow.get(ScalingMetric::NumRecordsInPerSecond), Some(1_000.0));
+    assert_eq!(collected.job_running_since, sim_instant(Duration::ZERO));
+}
+
+#[tokio::test]
+async fn runs_are_deterministic() {
+    use flink_autoscaler::sim::harness::measure_convergence;
+    let run = || async {
+        let workload = workloads::benchmark()
+            .into_iter()
+            .find(|w| w.name == "skewed")
+            .expect("workload");
+        let sim = Simulator::new(workload.job).expect("valid job");
+        measure_convergence(
+            "skewed",
+            sim,
+            example_configuration(),
+            Duration::from_secs(10),
+            Duration::from_secs(1800),
+            0.7,
+        )
+        .await
+    };
+    assert_eq!(run().await, run().await);
+}
