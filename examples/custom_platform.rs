@@ -29,7 +29,6 @@ struct StageStats {
     busiest_replica_busy: f64,
     records_in: f64,
     records_out: f64,
-    records_in_per_sec: f64,
     backlog: Option<f64>,
 }
 
@@ -49,7 +48,6 @@ impl AcmeApi {
                 busiest_replica_busy: meters.iter().map(|m| m.busy_ms_per_sec / 1000.0).fold(0.0, f64::max),
                 records_in: meters.iter().map(|m| m.counters.records_in).sum(),
                 records_out: meters.iter().map(|m| m.counters.records_out).sum(),
-                records_in_per_sec: meters.iter().map(|m| m.records_in_per_sec).sum(),
                 backlog: v.source.is_some().then(|| sim.backlog(i)),
             }
         });
@@ -96,13 +94,9 @@ impl MetricsCollector<String, AcmeContext> for AcmeMetrics {
             values.insert(ScalingMetric::Load, s.busiest_replica_busy);
             values.insert(ScalingMetric::NumRecordsIn, s.records_in);
             values.insert(ScalingMetric::NumRecordsOut, s.records_out);
-            // Sources report their backlog, other stages their input rate.
-            let (metric, value) = s
-                .backlog
-                .map_or((ScalingMetric::NumRecordsInPerSecond, s.records_in_per_sec), |b| {
-                    (ScalingMetric::Lag, b)
-                });
-            values.insert(metric, value);
+            if let Some(backlog) = s.backlog {
+                values.insert(ScalingMetric::Lag, backlog); // what the source still has to read
+            }
             metrics.vertex_metrics.insert(s.stage.as_str().into(), values);
         }
         Ok(CollectedJobMetrics {
@@ -123,9 +117,9 @@ impl ScalingRealizer<String, AcmeContext> for AcmeReplicas {
         ctx: &AcmeContext,
         overrides: &ParallelismOverrides,
     ) -> Result<(), RealizeError> {
-        overrides
-            .iter()
-            .for_each(|(stage, n)| ctx.client.set_replicas(stage.as_str(), *n));
+        for (stage, replicas) in overrides {
+            ctx.client.set_replicas(stage.as_str(), *replicas);
+        }
         Ok(())
     }
 }
