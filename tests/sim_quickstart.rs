@@ -119,3 +119,21 @@ async fn runs_are_deterministic() {
     };
     assert_eq!(run().await, run().await);
 }
+
+#[tokio::test]
+async fn the_realizer_honours_the_jobs_scaling_interval_min() {
+    use flink_autoscaler::core::{ParallelismOverrides, ScalingRealizer};
+    let handle = SimHandle::new(Simulator::new(workloads::quickstart()).expect("valid job"));
+    let mut conf = example_configuration();
+    conf.set("jobmanager.adaptive-scheduler.scaling-interval.min", "2 min");
+    let overrides: ParallelismOverrides = [("parse".into(), 3)].into_iter().collect();
+    handle.advance(Duration::from_secs(10));
+    SimScalingRealizer
+        .realize_parallelism_overrides(&handle.context(conf), &overrides)
+        .await
+        .expect("accepted");
+    handle.advance(Duration::from_secs(100));
+    assert!(handle.lock().rescales().is_empty(), "held until 2 min after the start");
+    handle.advance(Duration::from_secs(15));
+    assert_eq!(handle.lock().rescales()[0].at_ms, 120_000);
+}

@@ -12,6 +12,7 @@ use autoscaler_core::{
 };
 use autoscaler_metrics::MetricHistory;
 use autoscaler_metrics::collection::{CollectionConfig, convert_to_scaling_metrics};
+use autoscaler_realizer::{CooldownConfig, SCALING_INTERVAL_MIN};
 use chrono::{DateTime, TimeZone, Utc};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -154,8 +155,10 @@ impl MetricsCollector<String, SimContext> for SimMetricsCollector {
 
 /// Applies overrides as the rescale-API realizer does (reference §4.3: only vertices the job has,
 /// only when RUNNING, nothing sent when the requirements already match). The simulated adaptive
-/// scheduler then holds the new requirements until `scaling-interval.min` after the job last
-/// started running, as Flink's does server-side.
+/// scheduler then holds the new requirements until `scaling-interval.min` (the job configuration's
+/// `jobmanager.adaptive-scheduler.scaling-interval.min` if set, else the simulator's setting) after
+/// the job last started running, as Flink's does server-side. `scaling-interval.max` only matters
+/// when the cluster lacks slots, which the simulated cluster never does.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimScalingRealizer;
 
@@ -170,7 +173,13 @@ impl ScalingRealizer<String, SimContext> for SimScalingRealizer {
             tracing::info!("Job in terminal or reconciling state cannot be scaled in-place.");
             return Ok(());
         }
+        // Flink's adaptive scheduler reads its cooldown from the job's configuration.
+        let cooldown = CooldownConfig::from_configuration(ctx.configuration())
+            .map_err(|e| RealizeError::Refused(e.to_string()))?;
         let mut sim = ctx.client.lock();
+        if ctx.configuration().contains_key(SCALING_INTERVAL_MIN) {
+            sim.set_scaling_interval_min(cooldown.min_interval);
+        }
         let mut changed = false;
         for (id, p) in overrides {
             changed |= sim.set_requirement(id.as_str(), *p);

@@ -325,6 +325,12 @@ impl Simulator {
         changed
     }
 
+    /// Changes the adaptive scheduler's `scaling-interval.min` (the cooldown after the job last
+    /// started running before a new requirement is applied).
+    pub fn set_scaling_interval_min(&mut self, interval: Duration) {
+        self.job.settings.scaling_interval_min = interval;
+    }
+
     /// The current job graph as the autoscaler sees it.
     pub fn topology(&self) -> Result<JobTopology, SimError> {
         build_topology(

@@ -383,7 +383,11 @@ pub async fn measure_convergence(
             .iter()
             .enumerate()
             .map(|(i, v)| {
-                let busiest = sim.subtask_meters(i).iter().map(|m| m.busy_ms_per_sec / 1000.0).fold(0.0, f64::max);
+                let busiest = sim
+                    .subtask_meters(i)
+                    .iter()
+                    .map(|m| m.busy_ms_per_sec / 1000.0)
+                    .fold(0.0, f64::max);
                 (v.id.clone(), busiest)
             })
             .collect();
