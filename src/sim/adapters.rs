@@ -128,7 +128,7 @@ impl MetricsCollector<String, SimContext> for SimMetricsCollector {
         let sim = ctx.client.lock();
         let raw = sim
             .flink_metrics()
-            .ok_or_else(|| CollectError::NotReady("job is restarting".to_owned()))?;
+            .ok_or_else(|| CollectError::NotReady("job restarting or metrics not reported yet".to_owned()))?;
         let topology = sim.topology().map_err(|e| CollectError::Failed(e.to_string()))?;
         let running_since = sim_instant(sim.running_since());
         drop(sim);

@@ -9,6 +9,11 @@
 //! fills its buffers, its upstream runs out of credit and is backpressured, and the pressure
 //! travels back to the sources, whose backlog (`pendingRecords`) grows.
 //!
+//! Meters follow Flink's: rates and time gauges are differences of accumulated counters over the
+//! last `meter_span` (60 s), refreshed every `meter_update` (5 s). One simplification: in the first
+//! span after a (re)start Flink's `MeterView` divides by the full span (under-reporting), the
+//! simulator by the time elapsed; the autoscaler's stabilization interval hides both.
+//!
 //! Time accounting follows Flink's task metrics: a subtask is *busy* while processing (records /
 //! capacity), *backpressured* for the rest of the step when credit, not input, limited it, and
 //! *idle* for the rest of the step otherwise; the three add up to the step.
@@ -681,9 +686,11 @@ impl Simulator {
     }
 
     /// The metrics a collector would read from Flink now, aggregated over subtasks as Flink's
-    /// REST API does; `None` while the job is not RUNNING.
+    /// REST API does; `None` while the job is not RUNNING or has not updated its meters yet (the
+    /// first `meter_update` after a start).
     pub fn flink_metrics(&self) -> Option<RawJobMetrics> {
-        if self.state != SimJobState::Running {
+        // Right after a (re)start no meter has been updated yet: Flink has nothing to report.
+        if self.state != SimJobState::Running || self.vertices.iter().any(|v| v.meters.len() < 2) {
             return None;
         }
         let mut raw = RawJobMetrics::default();
