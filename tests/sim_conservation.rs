@@ -22,34 +22,39 @@ fn arb_job() -> impl Strategy<Value = SimJob> {
     (2usize..6, any::<bool>(), any::<u64>()).prop_flat_map(|(n, two_sources, seed)| {
         let vertices = prop::collection::vec((100.0f64..5_000.0, 1u32..6, 0.0f64..6_000.0), n);
         let edges = prop::collection::vec((0usize..1000, 0usize..1000, 0usize..6, 0.0f64..3.0, any::<bool>()), n);
-        (Just((n, two_sources, seed)), vertices, edges).prop_map(|((n, two_sources, seed), vertices, edges)| {
-            let sources = if two_sources && n > 2 { 2 } else { 1 };
-            let mut job = SimJob::new("prop").settings(SimSettings {
-                seed,
-                rate_noise: 0.05,
-                ..SimSettings::default()
-            });
-            for (i, (capacity, p, rate)) in vertices.into_iter().enumerate() {
-                let id = format!("v{i}");
-                job = job.vertex(if i < sources {
-                    SimVertex::source(id, capacity, p, RateProfile::Constant { rate }).backlog(rate)
-                } else {
-                    SimVertex::new(id, capacity, p).max_parallelism(16)
+        let factors = prop::collection::vec(prop::collection::vec(0.2f64..1.5, 0..4), n);
+        (Just((n, two_sources, seed)), vertices, edges, factors).prop_map(
+            |((n, two_sources, seed), vertices, edges, factors)| {
+                let sources = if two_sources && n > 2 { 2 } else { 1 };
+                let mut job = SimJob::new("prop").settings(SimSettings {
+                    seed,
+                    rate_noise: 0.05,
+                    ..SimSettings::default()
                 });
-            }
-            for (i, (a, b, s, sel, second)) in edges.into_iter().enumerate().skip(sources) {
-                job = job.edge(SimEdge::new(format!("v{}", a % i), format!("v{i}"), STRATEGIES[s]).selectivity(sel));
-                let other = b % i;
-                if second && other != a % i {
-                    job = job.edge(SimEdge::new(
-                        format!("v{other}"),
-                        format!("v{i}"),
-                        ShipStrategy::Rebalance,
-                    ));
+                for (i, ((capacity, p, rate), factors)) in vertices.into_iter().zip(factors).enumerate() {
+                    let id = format!("v{i}");
+                    let vertex = if i < sources {
+                        SimVertex::source(id, capacity, p, RateProfile::Constant { rate }).backlog(rate)
+                    } else {
+                        SimVertex::new(id, capacity, p).max_parallelism(16)
+                    };
+                    job = job.vertex(vertex.capacity_factors(factors));
                 }
-            }
-            job
-        })
+                for (i, (a, b, s, sel, second)) in edges.into_iter().enumerate().skip(sources) {
+                    job =
+                        job.edge(SimEdge::new(format!("v{}", a % i), format!("v{i}"), STRATEGIES[s]).selectivity(sel));
+                    let other = b % i;
+                    if second && other != a % i {
+                        job = job.edge(SimEdge::new(
+                            format!("v{other}"),
+                            format!("v{i}"),
+                            ShipStrategy::Rebalance,
+                        ));
+                    }
+                }
+                job
+            },
+        )
     })
 }
 
@@ -97,9 +102,10 @@ proptest! {
         let mut sim = Simulator::new(job).expect("generated jobs are valid");
         sim.advance(Duration::from_secs(90));
         for v in 0..sim.job().vertices.len() {
-            let capacity = sim.job().vertices[v].capacity;
-            let buffer_cap = capacity * sim.job().settings.buffer_secs;
-            for m in sim.subtask_meters(v) {
+            let mut buffer_cap = 0.0;
+            for (s, m) in sim.subtask_meters(v).into_iter().enumerate() {
+                let capacity = sim.subtask_capacity(v, s);
+                buffer_cap += capacity * sim.job().settings.buffer_secs;
                 let total = m.busy_ms_per_sec + m.backpressured_ms_per_sec + m.idle_ms_per_sec;
                 prop_assert!((total - 1000.0).abs() < 1e-6, "v{v}: busy+bp+idle = {total}");
                 prop_assert!(m.busy_ms_per_sec >= 0.0 && m.backpressured_ms_per_sec >= 0.0 && m.idle_ms_per_sec >= 0.0);
@@ -108,8 +114,7 @@ proptest! {
                 prop_assert!((m.busy_ms_per_sec - m.records_in_per_sec / capacity * 1000.0).abs() < 1e-6);
             }
             // Without a rescale, credit keeps every input buffer within its bound.
-            let parallelism = f64::from(sim.parallelism()[&format!("v{v}")]);
-            prop_assert!(sim.buffered(v) <= buffer_cap * parallelism * (1.0 + 1e-9), "v{} overfilled", v);
+            prop_assert!(sim.buffered(v) <= buffer_cap * (1.0 + 1e-9), "v{} overfilled", v);
         }
     }
 }
@@ -175,4 +180,30 @@ fn a_rescale_stops_processing_for_the_downtime_after_the_cooldown() {
     assert_eq!(sim.parallelism()["sink"], 3);
     assert_eq!(sim.running_since(), Duration::from_secs(50));
     assert!(sim.backlog(0) < 1.0, "the backlog is drained after the restart");
+}
+
+#[test]
+fn the_optimum_accounts_for_partitions_key_groups_and_slow_subtasks() {
+    let job = SimJob::new("opt")
+        // 10 partitions: a subtask owning 2 of them reads 1,800/s > 70% of 2,000, so it takes 10.
+        .vertex(SimVertex::source("src", 2_000.0, 1, RateProfile::Constant { rate: 9_000.0 }).partitions(10))
+        // 128 key groups, 9,000 + 1,000 records/s: at 5 subtasks the busiest owns 26/128 -> 2,031/s <= 2,100.
+        .vertex(SimVertex::source(
+            "side",
+            20_000.0,
+            1,
+            RateProfile::Constant { rate: 1_000.0 },
+        ))
+        .vertex(SimVertex::new("keyed", 3_000.0, 1))
+        // Every fourth subtask at half speed: 10,000 / p <= 0.7 * 1,500 * 0.5 needs p >= 19.05.
+        .vertex(SimVertex::new("slow", 1_500.0, 1).capacity_factors(vec![1.0, 1.0, 1.0, 0.5]))
+        .edge(SimEdge::new("src", "keyed", ShipStrategy::Hash))
+        .edge(SimEdge::new("side", "keyed", ShipStrategy::Hash))
+        .edge(SimEdge::new("keyed", "slow", ShipStrategy::Rebalance));
+    let sim = Simulator::new(job).expect("valid job");
+    let optimum = sim.optimal_parallelism(0.0, 0.7);
+    assert_eq!(optimum["src"], 10);
+    assert_eq!(optimum["side"], 1);
+    assert_eq!(optimum["keyed"], 5);
+    assert_eq!(optimum["slow"], 20);
 }

@@ -543,10 +543,19 @@ impl Simulator {
         )
     }
 
+    /// Records per second subtask `s` of vertex `v` processes when busy all the time.
+    pub fn subtask_capacity(&self, v: usize, s: usize) -> f64 {
+        let spec = &self.job.vertices[v];
+        let factors = &spec.capacity_factors;
+        if factors.is_empty() {
+            spec.capacity
+        } else {
+            spec.capacity * factors[s % factors.len()]
+        }
+    }
+
     fn process_vertex(&mut self, v: usize, dt: f64) {
-        let capacity = self.job.vertices[v].capacity;
         let p = self.vertices[v].parallelism as usize;
-        let per_step = capacity * dt;
         // What each subtask could take from its input.
         let available: Vec<f64> = if self.job.vertices[v].source.is_some() {
             (0..p)
@@ -563,9 +572,10 @@ impl Simulator {
                 continue;
             }
             let w = self.edge_ends[e].1;
-            let buffer_cap = self.job.vertices[w].capacity * self.job.settings.buffer_secs;
+            let buffer_secs = self.job.settings.buffer_secs;
             let credit = |j: usize| {
                 let st = &self.vertices[w];
+                let buffer_cap = self.subtask_capacity(w, j) * buffer_secs;
                 (buffer_cap - st.subtasks[j].buffer).max(0.0) / st.senders[j].max(1.0)
             };
             if self.all_to_all(e) {
@@ -593,7 +603,8 @@ impl Simulator {
         let dt_ms = dt * 1000.0;
         let mut processed = vec![0.0; p];
         for s in 0..p {
-            let want = available[s].min(per_step);
+            let capacity = self.subtask_capacity(v, s);
+            let want = available[s].min(capacity * dt);
             let x = want.min(limit[s]).max(0.0);
             processed[s] = x;
             let busy_ms = (x / capacity * 1000.0).min(dt_ms);
@@ -788,7 +799,7 @@ impl Simulator {
             let budget = spec.capacity * utilization;
             let mut chosen = max_p;
             for p in 1..=max_p {
-                if self.busiest_subtask_rate(v, p, &rates) <= budget + 1e-9 {
+                if self.busiest_subtask_load(v, p, &rates) <= budget + 1e-9 {
                     chosen = p;
                     break;
                 }
@@ -801,20 +812,32 @@ impl Simulator {
         out
     }
 
-    /// Records/s reaching the busiest subtask of vertex `v` at parallelism `p`, the rest of the
-    /// job running at its current parallelism (only pointwise edges depend on the upstream's).
-    fn busiest_subtask_rate(&self, v: usize, p: u32, rates: &[f64]) -> f64 {
+    /// Records/s reaching each subtask of vertex `v` at parallelism `p`, relative to its capacity
+    /// factor, for the busiest subtask: the rate a subtask of base capacity would have to sustain.
+    fn busiest_subtask_load(&self, v: usize, p: u32, rates: &[f64]) -> f64 {
+        let factor = |j: usize| self.subtask_capacity(v, j) / self.job.vertices[v].capacity;
+        self.subtask_rates(v, p, rates)
+            .into_iter()
+            .enumerate()
+            .map(|(j, r)| r / factor(j))
+            .fold(0.0, f64::max)
+    }
+
+    /// Records/s reaching each subtask of vertex `v` at parallelism `p` under the vertex input
+    /// rates `rates` (the upstream parallelism does not matter: pointwise edges are spread evenly).
+    fn subtask_rates(&self, v: usize, p: u32, rates: &[f64]) -> Vec<f64> {
         let spec = &self.job.vertices[v];
-        let n = p as usize;
+        let n = p.max(1) as usize;
         if let Some(src) = &spec.source {
-            let share = match src.partitions {
+            return match src.partitions {
                 Some(parts) => {
                     let parts = parts.max(1) as usize;
-                    parts.div_ceil(n) as f64 / parts as f64
+                    (0..n)
+                        .map(|s| rates[v] * (s..parts).step_by(n).count() as f64 / parts as f64)
+                        .collect()
                 }
-                None => 1.0 / n as f64,
+                None => vec![rates[v] / n as f64; n],
             };
-            return rates[v] * share;
         }
         let mut load = vec![0.0; n];
         let hash = key_group_shares(&self.key_weights[v], p);
@@ -832,7 +855,7 @@ impl Simulator {
                 _ => load.iter_mut().for_each(|l| *l += edge_rate / n as f64),
             }
         }
-        load.into_iter().fold(0.0, f64::max)
+        load
     }
 }
 
@@ -950,6 +973,14 @@ fn validate(job: &SimJob) -> Result<(), SimError> {
                 });
             }
             _ => {}
+        }
+    }
+    for v in &job.vertices {
+        if v.capacity_factors.iter().any(|f| !(f.is_finite() && *f > 0.0)) {
+            return Err(SimError::Setting {
+                setting: "capacity_factors",
+                problem: "every factor must be a positive number",
+            });
         }
     }
     for e in &job.edges {

@@ -52,6 +52,10 @@ pub struct SimVertex {
     pub source: Option<SourceSpec>,
     /// Key distribution of the records arriving over HASH edges.
     pub key_skew: KeySkew,
+    /// Per-subtask capacity multipliers, cycled over the subtasks (subtask `i` processes
+    /// `capacity * factors[i % len]`), e.g. `[1.0, 1.0, 1.0, 0.5]` for every fourth subtask on a
+    /// slow machine. Empty: every subtask has `capacity`.
+    pub capacity_factors: Vec<f64>,
 }
 
 impl SimVertex {
@@ -66,6 +70,7 @@ impl SimVertex {
             max_parallelism: 128,
             source: None,
             key_skew: KeySkew::Uniform,
+            capacity_factors: Vec::new(),
         }
     }
 
@@ -90,6 +95,12 @@ impl SimVertex {
     /// Sets the key skew of HASH inputs.
     pub fn key_skew(mut self, skew: KeySkew) -> Self {
         self.key_skew = skew;
+        self
+    }
+
+    /// Sets per-subtask capacity multipliers (see [`SimVertex::capacity_factors`]).
+    pub fn capacity_factors(mut self, factors: Vec<f64>) -> Self {
+        self.capacity_factors = factors;
         self
     }
 

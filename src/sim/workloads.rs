@@ -57,7 +57,7 @@ fn chain(name: &str, profile: RateProfile) -> SimJob {
         .settings(settings())
 }
 
-/// The benchmark's workloads (at least ten).
+/// The benchmark's workloads (thirteen).
 pub fn benchmark() -> Vec<Workload> {
     let hour = Duration::from_secs(3600);
     let two_hours = Duration::from_secs(7200);
@@ -192,6 +192,23 @@ pub fn benchmark() -> Vec<Workload> {
                 .vertex(SimVertex::new("sink", 10_000.0, 1))
                 .edge(SimEdge::new("source", "aggregate", Hash))
                 .edge(SimEdge::new("aggregate", "sink", Rebalance).selectivity(0.5))
+                .settings(settings()),
+            horizon: hour,
+        },
+        Workload {
+            name: "slow-node",
+            description: "source -> parse on a cluster where every fourth subtask runs at half speed -> sink",
+            job: SimJob::new("slow-node")
+                .vertex(SimVertex::source(
+                    "source",
+                    20_000.0,
+                    1,
+                    RateProfile::Constant { rate: 6_000.0 },
+                ))
+                .vertex(SimVertex::new("parse", 1_500.0, 1).capacity_factors(vec![1.0, 1.0, 1.0, 0.5]))
+                .vertex(SimVertex::new("sink", 10_000.0, 1))
+                .edge(SimEdge::new("source", "parse", Rebalance))
+                .edge(SimEdge::new("parse", "sink", Rebalance))
                 .settings(settings()),
             horizon: hour,
         },
