@@ -1,4 +1,4 @@
-//! Convergence benchmark: the real autoscaler on twelve simulated workloads.
+//! Convergence benchmark: the real autoscaler on thirteen simulated workloads.
 //!
 //! ```text
 //! cargo run --release --example convergence
