@@ -21,7 +21,9 @@
 //!
 //! # Wiring
 //!
-//! The fetcher produces [`BasicJobContext<String, FlinkRestClient>`](autoscaler_core::BasicJobContext)
+//! [`FlinkRestClient::from_configuration`] builds the client of the standalone autoscaler's cluster
+//! from `autoscaler.standalone.fetcher.flink-cluster.host`/`.port` and
+//! `job.autoscaler.flink.rest-client.timeout`. The fetcher produces [`BasicJobContext<String, FlinkRestClient>`](autoscaler_core::BasicJobContext)
 //! (job key = job id); the collector and realizer reach the client through [`FlinkRestContext`],
 //! implemented for that context (implement it on your own context type to reuse them).
 //!
@@ -97,6 +99,9 @@ pub use collector::RestMetricsCollector;
 pub use context::FlinkRestContext;
 pub use cooldown::{Clock, CooldownConfig, CooldownRealizer, ManualClock, SystemClock};
 pub use fetcher::FlinkClusterJobListFetcher;
-pub use options::{JOBMANAGER_SCHEDULER, SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN};
+pub use options::{
+    FLINK_CLUSTER_HOST, FLINK_CLUSTER_HOST_DEPRECATED, FLINK_CLUSTER_PORT, FLINK_CLUSTER_PORT_DEPRECATED,
+    JOBMANAGER_SCHEDULER, SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
+};
 pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
 pub use rest::{AuthHeader, FlinkRestClient, RestClientConfig, RestError, TlsConfig};

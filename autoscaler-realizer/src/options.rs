@@ -14,6 +14,44 @@ pub const SCALING_INTERVAL_MIN: &str = "jobmanager.adaptive-scheduler.scaling-in
 /// `jobmanager.adaptive-scheduler.scaling-interval.max`, read by [`crate::CooldownConfig`].
 pub const SCALING_INTERVAL_MAX: &str = "jobmanager.adaptive-scheduler.scaling-interval.max";
 
+/// `autoscaler.standalone.fetcher.flink-cluster.host`: the JobManager REST host (default `localhost`).
+pub const FLINK_CLUSTER_HOST: &str = "autoscaler.standalone.fetcher.flink-cluster.host";
+/// Deprecated key of [`FLINK_CLUSTER_HOST`], still honoured.
+pub const FLINK_CLUSTER_HOST_DEPRECATED: &str = "flinkClusterHost";
+/// `autoscaler.standalone.fetcher.flink-cluster.port`: the JobManager REST port (default 8081).
+pub const FLINK_CLUSTER_PORT: &str = "autoscaler.standalone.fetcher.flink-cluster.port";
+/// Deprecated key of [`FLINK_CLUSTER_PORT`], still honoured.
+pub const FLINK_CLUSTER_PORT_DEPRECATED: &str = "flinkClusterPort";
+
+/// The REST URL of the cluster the standalone autoscaler watches: `http://<host>:<port>` from
+/// [`FLINK_CLUSTER_HOST`] and [`FLINK_CLUSTER_PORT`] (or their deprecated keys), `localhost:8081` by
+/// default. A host given with a scheme (`https://jm`) keeps it.
+///
+/// ```
+/// use autoscaler_core::Configuration;
+/// use autoscaler_realizer::flink_cluster_rest_url;
+/// assert_eq!(flink_cluster_rest_url(&Configuration::new()).ok().as_deref(), Some("http://localhost:8081"));
+/// let conf = Configuration::from_iter([("flinkClusterHost", "127.0.0.1"), ("autoscaler.standalone.fetcher.flink-cluster.port", "18081")]);
+/// assert_eq!(flink_cluster_rest_url(&conf).ok().as_deref(), Some("http://127.0.0.1:18081"));
+/// ```
+pub fn flink_cluster_rest_url(conf: &Configuration) -> Result<String, OptionsError> {
+    let first = |keys: [&'static str; 2]| keys.into_iter().find_map(|k| conf.get(k).map(|v| (k, v.trim())));
+    let host = first([FLINK_CLUSTER_HOST, FLINK_CLUSTER_HOST_DEPRECATED]).map_or("localhost", |(_, v)| v);
+    let port: u16 = match first([FLINK_CLUSTER_PORT, FLINK_CLUSTER_PORT_DEPRECATED]) {
+        None => 8081,
+        Some((key, value)) => value.parse().map_err(|_| OptionsError::InvalidValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason: "a TCP port (1-65535)".to_owned(),
+        })?,
+    };
+    Ok(if host.contains("://") {
+        format!("{host}:{port}")
+    } else {
+        format!("http://{host}:{port}")
+    })
+}
+
 /// The autoscaler options metric collection needs.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CollectorOptions {
@@ -96,6 +134,20 @@ mod tests {
         );
         assert_eq!(optional_duration(&conf, "missing").ok(), Some(None));
         assert!(optional_duration(&conf, "c").is_err());
+    }
+
+    #[test]
+    fn cluster_url_prefers_the_new_keys_and_rejects_bad_ports() {
+        let conf = Configuration::from_iter([
+            (FLINK_CLUSTER_HOST, "jm"),
+            (FLINK_CLUSTER_HOST_DEPRECATED, "old"),
+            (FLINK_CLUSTER_PORT_DEPRECATED, "9000"),
+        ]);
+        assert_eq!(flink_cluster_rest_url(&conf).ok().as_deref(), Some("http://jm:9000"));
+        let tls = Configuration::from_iter([(FLINK_CLUSTER_HOST, "https://jm")]);
+        assert_eq!(flink_cluster_rest_url(&tls).ok().as_deref(), Some("https://jm:8081"));
+        let bad = Configuration::from_iter([(FLINK_CLUSTER_PORT, "eighty")]);
+        assert!(flink_cluster_rest_url(&bad).is_err());
     }
 
     #[test]
