@@ -9,3 +9,8 @@ pub use autoscaler_state as state;
 
 pub mod replay;
 pub mod sim;
+
+/// The README's Rust examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
