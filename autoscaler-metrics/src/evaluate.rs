@@ -700,10 +700,7 @@ mod tests {
         let topo = topology(&[("src", 1)], &[]);
         let h = history(vec![
             (1000, snapshot(&[("src", &[(ObservedTpr, 200.0)])], &[])),
-            (
-                2000,
-                snapshot(&[("src", &[(ObservedTpr, 400.0)])], &[]),
-            ),
+            (2000, snapshot(&[("src", &[(ObservedTpr, 400.0)])], &[])),
         ]);
         let window = Window::read(&topo, &h);
         let observed = |min| window.vertices[0].observed_tpr.average(min);
