@@ -53,7 +53,7 @@ pub enum ScenarioInput {
     /// `metrics`: collected snapshots in ascending time order, the last at `now`.
     Metrics(Vec<(DateTime<Utc>, CollectedMetrics)>),
     /// `evaluated`: metrics handed directly to the decision stage.
-    Evaluated(EvaluatedMetrics),
+    Evaluated(Box<EvaluatedMetrics>),
 }
 
 /// A parsed, validated scenario.
@@ -555,7 +555,7 @@ pub fn parse_scenario(text: &str) -> Res<Scenario> {
             }
             ScenarioInput::Metrics(parse_metrics(m, &topology, now)?)
         }
-        (None, Some(e)) => ScenarioInput::Evaluated(parse_evaluated(e, &topology)?),
+        (None, Some(e)) => ScenarioInput::Evaluated(Box::new(parse_evaluated(e, &topology)?)),
     };
     let scaling_history = match obj.get("scaling_history") {
         Some(v) if !v.is_null() => parse_history(v, &topology)?,
