@@ -292,3 +292,40 @@ async fn disabling_the_autoscaler_clears_its_state() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn cleanup_forgets_the_job_completely_even_in_a_durable_store() {
+    use autoscaler_core::JobAutoScaler;
+    let dir = std::env::temp_dir().join(format!("fa-cleanup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let url = format!("sqlite:{}", dir.join("state.db").display());
+    let h = harness();
+    let store = Arc::new(autoscaler_state::open_state_store(&url).await.expect("sqlite store"));
+    let c = h.clock.clone();
+    let autoscaler = JobAutoScalerImpl::new(h.job.clone(), store.clone(), h.realizer.clone(), h.events.clone())
+        .with_clock(Arc::new(move || *c.lock().expect("lock")));
+    for _ in 0..5 {
+        autoscaler.run_cycle(&h.ctx).await.expect("cycle");
+        *h.clock.lock().expect("lock") += Duration::seconds(30);
+    }
+    assert!(!store.get_scaling_history(&h.ctx).await.expect("history").is_empty());
+    autoscaler.cleanup(&"job-1".to_owned()).await;
+    // A fresh store on the same file sees nothing of the job.
+    let reopened = autoscaler_state::open_state_store(&url).await.expect("reopen");
+    assert!(reopened.get_scaling_history(&h.ctx).await.expect("history").is_empty());
+    assert!(
+        reopened
+            .get_collected_metrics(&h.ctx)
+            .await
+            .expect("metrics")
+            .is_empty()
+    );
+    assert!(
+        reopened
+            .get_parallelism_overrides(&h.ctx)
+            .await
+            .expect("overrides")
+            .is_empty()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -415,7 +415,10 @@ where
 
     async fn cleanup(&self, job_key: &K) {
         self.collector.cleanup(job_key).await;
-        self.state_store.remove_info_from_cache(job_key).await;
+        // As the reference, a failed cleanup is logged only: the job is gone either way.
+        if let Err(error) = self.state_store.remove_job(job_key).await {
+            tracing::warn!(%error, "could not remove the state of a job that disappeared");
+        }
     }
 }
 

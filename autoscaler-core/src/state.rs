@@ -179,4 +179,14 @@ where
     async fn flush(&self, ctx: &Ctx) -> StateResult<()>;
     /// Drops the job's cached state without touching what is persisted.
     async fn remove_info_from_cache(&self, key: &K);
+    /// Forgets the job completely: removes and flushes every persisted state of `key`, then drops
+    /// its cache (what the reference's cleanup does through `clearAll` + `flush`). The default
+    /// only drops the cache, for stores that cannot address persisted state by key alone.
+    async fn remove_job(&self, key: &K) -> StateResult<()>
+    where
+        K: Sync,
+    {
+        self.remove_info_from_cache(key).await;
+        Ok(())
+    }
 }

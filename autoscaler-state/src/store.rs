@@ -354,6 +354,17 @@ macro_rules! impl_state_store {
                 let $this = self;
                 $inner.forget(&key.to_string());
             }
+            async fn remove_job(&self, key: &K) -> StateResult<()>
+            where
+                K: Sync,
+            {
+                let $this = self;
+                let key = key.to_string();
+                $inner.clear(&key).await?;
+                $inner.flush_job(&key).await?;
+                $inner.forget(&key);
+                Ok(())
+            }
         }
     };
 }
