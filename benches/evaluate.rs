@@ -7,68 +7,16 @@
 //!
 //! `cargo bench --bench evaluate`
 
-use autoscaler_metrics::{
-    CollectedMetrics, EdgeSpec, EvaluationConfig, JobTopology, MetricHistory, MetricValues, ShipStrategy, VertexId,
-    VertexSpec, apply_window, evaluate,
-};
+use autoscaler_core::AutoScalerOptions;
+use autoscaler_metrics::{EvaluationConfig, JobTopology, MetricHistory, apply_window, evaluate};
 use chrono::{DateTime, Utc};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use serde::Deserialize;
-use std::collections::BTreeMap;
+use flink_autoscaler::replay::{ScenarioInput, parse_scenario};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
-/// The parts of a `flink-autoscaler-scenario/1` file (metrics mode) the evaluation needs.
-#[derive(Deserialize)]
-struct ScenarioFile {
-    now: DateTime<Utc>,
-    #[serde(default)]
-    config: BTreeMap<String, String>,
-    job: Job,
-    topology: Topology,
-    metrics: Vec<Snapshot>,
-}
-
-#[derive(Deserialize)]
-struct Job {
-    running_since: DateTime<Utc>,
-}
-
-#[derive(Deserialize)]
-struct Topology {
-    vertices: Vec<Vertex>,
-    #[serde(default)]
-    edges: Vec<Edge>,
-}
-
-#[derive(Deserialize)]
-struct Vertex {
-    id: String,
-    parallelism: u32,
-    max_parallelism: u32,
-    #[serde(default)]
-    num_source_partitions: u32,
-    #[serde(default)]
-    finished: bool,
-}
-
-#[derive(Deserialize)]
-struct Edge {
-    from: String,
-    to: String,
-    ship_strategy: String,
-}
-
-#[derive(Deserialize)]
-struct Snapshot {
-    at: DateTime<Utc>,
-    #[serde(default)]
-    vertices: BTreeMap<VertexId, MetricValues>,
-    #[serde(default)]
-    global: MetricValues,
-}
-
+/// What the evaluation needs from a bench scenario, parsed with the replay tool's own parser.
 struct Loaded {
     now: DateTime<Utc>,
     running_since: DateTime<Utc>,
@@ -83,53 +31,21 @@ fn load(name: &str) -> Loaded {
         .join("tests/fixtures/bench")
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let file: ScenarioFile = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let vertices = file
-        .topology
-        .vertices
-        .into_iter()
-        .map(|v| VertexSpec {
-            num_source_partitions: v.num_source_partitions,
-            finished: v.finished,
-            ..VertexSpec::new(v.id, v.parallelism, v.max_parallelism)
-        })
-        .collect();
-    let edges = file
-        .topology
-        .edges
-        .into_iter()
-        .map(|e| EdgeSpec::new(e.from, e.to, ShipStrategy::parse_lenient(&e.ship_strategy)))
-        .collect();
-    let topology = JobTopology::new_lenient(vertices, edges).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let history = file
-        .metrics
-        .into_iter()
-        .map(|s| {
-            (
-                s.at,
-                CollectedMetrics {
-                    vertex_metrics: s.vertices,
-                    global_metrics: s.global,
-                },
-            )
-        })
-        .collect();
-    // The bench scenarios set exactly these two durations, in minutes.
-    let minutes = |key: &str, default: u64| {
-        let value = file.config.get(&format!("job.autoscaler.{key}"));
-        let minutes = value
-            .and_then(|v| v.trim().strip_suffix("min"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default);
-        Duration::from_secs(minutes * 60)
+    let scenario = parse_scenario(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let options = AutoScalerOptions::from_configuration(&scenario.config).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let ScenarioInput::Metrics(snapshots) = scenario.input else {
+        panic!("{name}: bench scenarios carry metrics")
     };
     Loaded {
-        now: file.now,
-        running_since: file.job.running_since,
-        window: minutes("metrics.window", 15),
-        stabilization: minutes("stabilization.interval", 5),
-        topology,
-        history,
+        now: scenario.now,
+        running_since: scenario
+            .job
+            .running_since
+            .unwrap_or_else(|| panic!("{name}: running_since")),
+        window: options.metrics_window,
+        stabilization: options.stabilization_interval,
+        topology: scenario.topology,
+        history: snapshots.into_iter().collect(),
     }
 }
 
