@@ -17,6 +17,7 @@ pub mod job_autoscaler;
 pub mod options;
 pub mod realizer;
 pub mod scaling;
+pub mod secret;
 pub mod standalone;
 pub mod state;
 pub mod validator;

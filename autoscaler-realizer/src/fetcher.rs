@@ -34,7 +34,7 @@ impl FlinkClusterJobListFetcher {
         Self { client }
     }
 
-    async fn job_context(
+    pub(crate) async fn job_context(
         &self,
         base: &Configuration,
         job: &JobOverview,

@@ -9,6 +9,8 @@
 //! | [`RescaleApiScalingRealizer`] | [`ScalingRealizer`](autoscaler_core::ScalingRealizer): in-place rescale through `PUT /jobs/<id>/resource-requirements` | standalone `RescaleApiScalingRealizer` |
 //! | [`CooldownRealizer`] | wraps any realizer with the adaptive scheduler's `scaling-interval.min`/`.max` cooldown | adaptive scheduler |
 //! | [`FlinkClusterJobListFetcher`] | [`JobListFetcher`](autoscaler_core::JobListFetcher): the jobs of one cluster with their configuration | standalone `FlinkClusterJobListFetcher` |
+//! | [`MultiSourceJobListFetcher`] ([`sources`]) | the jobs of many clusters and YARN ResourceManagers, keyed by source, a failing source skipped alone | FLIP-334 §5.2 (none in the reference) |
+//! | [`yarn::YarnResourceManagerClient`] | the RUNNING Flink applications of a YARN RM and their JobManagers' REST addresses | none in the reference |
 //!
 //! The conversion from aggregated Flink metrics to scaling metrics is pure and lives in
 //! [`autoscaler_metrics::collection`], so simulators reuse it without HTTP.
@@ -94,6 +96,8 @@ mod fetcher;
 mod options;
 mod realizer;
 pub mod rest;
+pub mod sources;
+pub mod yarn;
 
 pub use collector::RestMetricsCollector;
 pub use context::FlinkRestContext;
@@ -104,4 +108,5 @@ pub use options::{
     JOBMANAGER_SCHEDULER, SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
 };
 pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
+pub use sources::{JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind};
 pub use rest::{AuthHeader, FlinkRestClient, RestClientConfig, RestError, TlsConfig};

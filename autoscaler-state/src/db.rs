@@ -55,7 +55,8 @@ impl FromStr for StateUrl {
             Err(StateError::Backend {
                 operation: "open",
                 message: format!(
-                    "unsupported state URL `{url}`: use `memory`, `sqlite:PATH`, `postgres://...` or `mysql://...`"
+                    "unsupported state URL `{}`: use `memory`, `sqlite:PATH`, `postgres://...` or `mysql://...`",
+                    redact_password(url)
                 ),
             })
         }
@@ -73,19 +74,9 @@ impl fmt::Display for StateUrl {
     }
 }
 
-/// `scheme://user:secret@host` -> `scheme://user:***@host`, for messages.
+/// The URL without its secrets, for messages (the family's one rule: [`redact_url`]).
 fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => match rest[..at].split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
-    }
+    autoscaler_core::secret::redact_url(url)
 }
 
 /// Tuning of a database-backed store or event handler.
@@ -258,7 +249,13 @@ const WRITE_ATTEMPTS: u32 = 3;
 impl Db {
     /// Connects to `url` (not `memory`) and runs the embedded migrations if asked.
     pub(crate) async fn connect(url: &StateUrl, options: &StoreOptions) -> Result<Db, StateError> {
-        let open_error = |e: sqlx::Error| backend_error("open", format!("{url}: {e}"));
+        let raw_url = match url {
+            StateUrl::Memory => "",
+            StateUrl::Sqlite(raw) | StateUrl::Postgres(raw) | StateUrl::MySql(raw) => raw.as_str(),
+        };
+        // `url` prints redacted; `scrub` also hides a password the driver might echo.
+        let open_error =
+            |e: sqlx::Error| backend_error("open", autoscaler_core::secret::scrub(&format!("{url}: {e}"), raw_url));
         let (database, dialect) = match url {
             StateUrl::Memory => {
                 return Err(backend_error("open", "`memory` has no database"));

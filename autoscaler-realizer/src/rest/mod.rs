@@ -43,6 +43,22 @@ impl AuthHeader {
             value: format!("Bearer {token}"),
         }
     }
+
+    /// `Authorization: Basic <base64 of user:password>` (RFC 7617).
+    ///
+    /// ```
+    /// use autoscaler_realizer::AuthHeader;
+    /// // "Aladdin:open sesame", RFC 7617's example.
+    /// assert_eq!(AuthHeader::basic("Aladdin", "open sesame").value, "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+    /// ```
+    pub fn basic(user: &str, password: &str) -> Self {
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        Self {
+            name: "Authorization".to_owned(),
+            value: format!("Basic {encoded}"),
+        }
+    }
 }
 
 impl fmt::Debug for AuthHeader {
@@ -159,14 +175,28 @@ impl fmt::Debug for FlinkRestClient {
 
 impl FlinkRestClient {
     /// A client of the cluster whose REST API is at `base_url` (`http://host:8081`, optionally with a
-    /// path prefix when behind a proxy).
-    pub fn new(base_url: &str, config: RestClientConfig) -> Result<Self, RestError> {
-        let mut base = Url::parse(base_url)
-            .map_err(|e| RestError::Config(format!("base URL {base_url:?} does not parse: {e}")))?;
+    /// path prefix when behind a proxy). Credentials in the URL (`http://user:password@host`) become
+    /// an `Authorization: Basic` header (unless `config` has an auth header) and are removed from the
+    /// base URL, so that no message or `Debug` output shows them.
+    pub fn new(base_url: &str, mut config: RestClientConfig) -> Result<Self, RestError> {
+        let shown = autoscaler_core::secret::redact_url(base_url);
+        let mut base =
+            Url::parse(base_url).map_err(|e| RestError::Config(format!("base URL {shown:?} does not parse: {e}")))?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(RestError::Config(format!(
-                "base URL {base_url:?} must start with http:// or https://"
+                "base URL {shown:?} must start with http:// or https://"
             )));
+        }
+        if !base.username().is_empty() || base.password().is_some() {
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+            if config.auth_header.is_none() {
+                let user = decode(base.username());
+                let password = base.password().map(decode).unwrap_or_default();
+                config.auth_header = Some(AuthHeader::basic(&user, &password));
+            }
+            // Both only fail for URLs that cannot have credentials, which the check above excludes.
+            let _ = base.set_username("");
+            let _ = base.set_password(None);
         }
         // Url::join replaces the last segment unless the path ends with '/'.
         if !base.path().ends_with('/') {
@@ -344,7 +374,7 @@ impl FlinkRestClient {
         self.send(Method::PUT, &path, &[], Some(body)).await.map(|_| ())
     }
 
-    async fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T, RestError> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T, RestError> {
         let config = &self.inner.config;
         let mut attempt = 0;
         loop {

@@ -1,0 +1,539 @@
+//! [`MultiSourceJobListFetcher`]: the jobs of any number of Flink clusters and YARN
+//! ResourceManagers, in one list, each job keyed by its source.
+//!
+//! # Job keys
+//!
+//! A job of a Flink cluster source `prod` has the key `prod/<job id>`; a job of YARN application
+//! `application_1_0007` of source `yarn-a` has `yarn-a/application_1_0007/<job id>`. Keys depend
+//! only on the source's name and Flink's (and YARN's) ids, so a restarted autoscaler finds the
+//! durable state of every job again.
+//!
+//! # Failures
+//!
+//! - A source that cannot be listed (cluster or RM down, an answer that does not parse) is
+//!   reported (log, [`SourceObserver::source_fetched`]) and skipped; the other sources go on.
+//! - A YARN application whose JobManager cannot be reached (connection refused, the proxy answers
+//!   500) is skipped the same way, alone.
+//! - A job whose configuration cannot be read is skipped alone.
+//!
+//! Whatever is skipped keeps the jobs of the last successful fetch in the list, with an unknown
+//! status (so they are neither scaled nor mistaken for vanished jobs and cleaned up). Only what the
+//! source itself no longer lists (a finished YARN application, a job the JobManager forgot)
+//! vanishes from the list, and the control loop then cleans it up once. When every source fails
+//! the fetch fails, and the control loop skips the cycle.
+//!
+//! # Selection
+//!
+//! [`JobSelection`]: per source, glob patterns on the job name; a job is kept when it matches an
+//! include pattern (or there is none) and no exclude pattern.
+
+use crate::context::FlinkRestContext;
+use crate::fetcher::FlinkClusterJobListFetcher;
+use crate::options::rest_client_timeout;
+use crate::rest::{FlinkRestClient, RestClientConfig};
+use crate::yarn::{JobManagerAccess, YarnApplication, YarnResourceManagerClient};
+use async_trait::async_trait;
+use autoscaler_core::{
+    AutoscalerMetricsReporter, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
+    NoopMetricsReporter,
+};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// What one job of a source is, for labels and keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLabels {
+    /// The job key (`source/job id` or `source/application/job id`).
+    pub job_key: String,
+    /// The source's name.
+    pub source: String,
+    /// The YARN application id, for YARN sources.
+    pub application: Option<String>,
+    /// Flink's job id.
+    pub job_id: String,
+    /// The job name.
+    pub job_name: String,
+}
+
+/// The context of one job of a [`MultiSourceJobListFetcher`]: [`JobAutoScalerContext`] and
+/// [`FlinkRestContext`], with a per-job metrics reporter.
+#[derive(Clone)]
+pub struct SourceJobContext {
+    /// Key, source, ids and name.
+    pub labels: JobLabels,
+    /// The effective status; `None` also while the source cannot be reached.
+    pub job_status: Option<JobStatus>,
+    /// The job's configuration over the base configuration.
+    pub configuration: Configuration,
+    /// The client of the job's JobManager.
+    pub client: FlinkRestClient,
+    /// Where the autoscaler's metrics for this job go.
+    pub reporter: Arc<dyn AutoscalerMetricsReporter>,
+}
+
+impl fmt::Debug for SourceJobContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SourceJobContext")
+            .field("labels", &self.labels)
+            .field("job_status", &self.job_status)
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobAutoScalerContext<String> for SourceJobContext {
+    fn job_key(&self) -> &String {
+        &self.labels.job_key
+    }
+    fn job_id(&self) -> Option<&str> {
+        Some(&self.labels.job_id)
+    }
+    fn job_status(&self) -> Option<JobStatus> {
+        self.job_status
+    }
+    fn configuration(&self) -> &Configuration {
+        &self.configuration
+    }
+    fn metrics_reporter(&self) -> &dyn AutoscalerMetricsReporter {
+        &*self.reporter
+    }
+}
+
+impl FlinkRestContext for SourceJobContext {
+    fn rest_client(&self) -> &FlinkRestClient {
+        &self.client
+    }
+}
+
+/// Why a source cannot be configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// A source name must be non-empty and made of `A-Z a-z 0-9 . _ -`.
+    #[error("invalid source name {0:?}: use letters, digits, '.', '_' and '-'")]
+    InvalidName(String),
+    /// Two sources have the same name.
+    #[error("two sources are named {0:?}")]
+    DuplicateName(String),
+    /// A job-name pattern is not a valid glob.
+    #[error("invalid job name pattern {pattern:?}: {reason}")]
+    InvalidPattern {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Which jobs of a source are autoscaled, by job name (glob patterns: `*`, `?`, `[abc]`).
+#[derive(Debug, Clone, Default)]
+pub struct JobSelection {
+    include: Option<globset::GlobSet>,
+    exclude: Option<globset::GlobSet>,
+}
+
+impl JobSelection {
+    /// Every job.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Jobs matching one of `include` (any job when empty) and none of `exclude`.
+    ///
+    /// ```
+    /// use autoscaler_realizer::sources::JobSelection;
+    /// let s = JobSelection::new(&["orders-*"], &["*-canary"]).unwrap();
+    /// assert!(s.selects("orders-eu"));
+    /// assert!(!s.selects("orders-eu-canary"));
+    /// assert!(!s.selects("billing"));
+    /// ```
+    pub fn new(include: &[&str], exclude: &[&str]) -> Result<Self, SourceError> {
+        fn set(patterns: &[&str]) -> Result<Option<globset::GlobSet>, SourceError> {
+            if patterns.is_empty() {
+                return Ok(None);
+            }
+            let mut builder = globset::GlobSetBuilder::new();
+            for pattern in patterns {
+                let glob = globset::GlobBuilder::new(pattern)
+                    .literal_separator(false)
+                    .build()
+                    .map_err(|e| SourceError::InvalidPattern {
+                        pattern: (*pattern).to_owned(),
+                        reason: e.kind().to_string(),
+                    })?;
+                builder.add(glob);
+            }
+            builder.build().map(Some).map_err(|e| SourceError::InvalidPattern {
+                pattern: patterns.join(";"),
+                reason: e.to_string(),
+            })
+        }
+        Ok(Self {
+            include: set(include)?,
+            exclude: set(exclude)?,
+        })
+    }
+
+    /// Whether the job named `name` is autoscaled.
+    pub fn selects(&self, name: &str) -> bool {
+        self.include.as_ref().is_none_or(|s| s.is_match(name)) && !self.exclude.as_ref().is_some_and(|s| s.is_match(name))
+    }
+}
+
+/// What a source lists jobs from.
+#[derive(Debug, Clone)]
+pub enum SourceKind {
+    /// One Flink cluster's REST API.
+    FlinkCluster(FlinkRestClient),
+    /// The Flink applications of a YARN ResourceManager.
+    Yarn {
+        /// The RM client.
+        resource_manager: YarnResourceManagerClient,
+        /// How JobManagers are reached.
+        access: JobManagerAccess,
+        /// Settings of the JobManager clients (auth header, TLS, retries).
+        jobmanager_config: RestClientConfig,
+    },
+}
+
+/// One named source of jobs.
+#[derive(Debug, Clone)]
+pub struct JobSource {
+    name: String,
+    kind: SourceKind,
+    selection: JobSelection,
+}
+
+impl JobSource {
+    /// A source named `name` (letters, digits, `.`, `_`, `-`).
+    pub fn new(name: &str, kind: SourceKind, selection: JobSelection) -> Result<Self, SourceError> {
+        if !is_source_name(name) {
+            return Err(SourceError::InvalidName(name.to_owned()));
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            kind,
+            selection,
+        })
+    }
+
+    /// The source's name (first part of its jobs' keys).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What it lists jobs from.
+    pub fn kind(&self) -> &SourceKind {
+        &self.kind
+    }
+}
+
+/// Whether `name` can name a source.
+pub fn is_source_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Hooks of the fetcher for metrics and health. Every method defaults to doing nothing.
+pub trait SourceObserver: Send + Sync {
+    /// The metrics reporter of a job (called on every fetch: return a cached one).
+    fn job_reporter(&self, labels: &JobLabels) -> Arc<dyn AutoscalerMetricsReporter> {
+        let _ = labels;
+        Arc::new(NoopMetricsReporter)
+    }
+    /// A source was listed (`Ok(number of jobs)`) or failed (`Err(message)`), after `elapsed`.
+    fn source_fetched(&self, source: &str, outcome: Result<usize, &str>, elapsed: Duration) {
+        let _ = (source, outcome, elapsed);
+    }
+}
+
+/// An observer that does nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopSourceObserver;
+
+impl SourceObserver for NoopSourceObserver {}
+
+/// Lists the jobs of every source; see the module documentation for keys, failures and selection.
+pub struct MultiSourceJobListFetcher {
+    sources: Vec<JobSource>,
+    observer: Arc<dyn SourceObserver>,
+    /// Per unit (`source` or `source/application`): the contexts of its last successful listing.
+    last: Mutex<HashMap<String, Vec<SourceJobContext>>>,
+}
+
+impl fmt::Debug for MultiSourceJobListFetcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiSourceJobListFetcher")
+            .field("sources", &self.sources)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of listing one unit (a cluster, or one YARN application).
+struct UnitFetch {
+    unit: String,
+    /// `Err` = the unit could not be listed; keep its last jobs.
+    jobs: Result<Vec<JobFetch>, String>,
+}
+
+/// One job of a listed unit: its context, or why it could not be built.
+enum JobFetch {
+    Ok(Box<SourceJobContext>),
+    Failed { job_key: String, error: String },
+}
+
+struct SourceFetch {
+    source: String,
+    /// `Err` = the source itself failed (nothing listed).
+    units: Result<Vec<UnitFetch>, String>,
+    elapsed: Duration,
+}
+
+impl MultiSourceJobListFetcher {
+    /// A fetcher over `sources` (names must be unique).
+    pub fn new(sources: Vec<JobSource>, observer: Arc<dyn SourceObserver>) -> Result<Self, SourceError> {
+        let mut seen = std::collections::HashSet::new();
+        for source in &sources {
+            if !seen.insert(source.name.clone()) {
+                return Err(SourceError::DuplicateName(source.name.clone()));
+            }
+        }
+        Ok(Self {
+            sources,
+            observer,
+            last: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The sources.
+    pub fn sources(&self) -> &[JobSource] {
+        &self.sources
+    }
+
+    async fn fetch_source(source: JobSource, base: Configuration, observer: Arc<dyn SourceObserver>) -> SourceFetch {
+        let started = Instant::now();
+        let units = match &source.kind {
+            SourceKind::FlinkCluster(client) => {
+                fetch_cluster(&source, client, &base, &*observer, None, source.name.clone())
+                    .await
+                    .map(|jobs| {
+                        vec![UnitFetch {
+                            unit: source.name.clone(),
+                            jobs: Ok(jobs),
+                        }]
+                    })
+            }
+            SourceKind::Yarn {
+                resource_manager,
+                access,
+                jobmanager_config,
+            } => fetch_yarn(&source, resource_manager, *access, jobmanager_config, &base, &*observer).await,
+        };
+        SourceFetch {
+            source: source.name.clone(),
+            units,
+            elapsed: started.elapsed(),
+        }
+    }
+}
+
+async fn fetch_yarn(
+    source: &JobSource,
+    rm: &YarnResourceManagerClient,
+    access: JobManagerAccess,
+    jobmanager_config: &RestClientConfig,
+    base: &Configuration,
+    observer: &dyn SourceObserver,
+) -> Result<Vec<UnitFetch>, String> {
+    let apps = rm
+        .running_flink_applications()
+        .await
+        .map_err(|e| format!("ResourceManager {}: {e}", rm.base_url()))?;
+    let mut units = Vec::with_capacity(apps.len());
+    for app in apps {
+        let unit = format!("{}/{}", source.name, app.id);
+        let jobs = fetch_application(source, &app, access, jobmanager_config, base, observer, &unit).await;
+        units.push(UnitFetch { unit, jobs });
+    }
+    Ok(units)
+}
+
+async fn fetch_application(
+    source: &JobSource,
+    app: &YarnApplication,
+    access: JobManagerAccess,
+    jobmanager_config: &RestClientConfig,
+    base: &Configuration,
+    observer: &dyn SourceObserver,
+    unit: &str,
+) -> Result<Vec<JobFetch>, String> {
+    let url = app.jobmanager_url(access).map_err(|e| e.to_string())?;
+    let client = FlinkRestClient::new(&url, jobmanager_config.clone())
+        .map_err(|e| format!("application {}: {e}", app.id))?;
+    fetch_cluster(source, &client, base, observer, Some(&app.id), unit.to_owned())
+        .await
+        .map_err(|e| format!("application {}: {e}", app.id))
+}
+
+/// Lists the jobs of one JobManager; `key_prefix` is the unit (`source` or `source/application`).
+async fn fetch_cluster(
+    source: &JobSource,
+    client: &FlinkRestClient,
+    base: &Configuration,
+    observer: &dyn SourceObserver,
+    application: Option<&str>,
+    key_prefix: String,
+) -> Result<Vec<JobFetch>, String> {
+    let timeout = rest_client_timeout(base).map_err(|e| e.to_string())?;
+    let client = client.with_timeout(timeout);
+    let overview = client.jobs_overview().await.map_err(|e| e.to_string())?;
+    let fetcher = FlinkClusterJobListFetcher::new(client);
+    let mut jobs = Vec::new();
+    for job in overview.jobs.iter().filter(|j| source.selection.selects(&j.name)) {
+        let labels = JobLabels {
+            job_key: format!("{key_prefix}/{}", job.jid),
+            source: source.name.clone(),
+            application: application.map(str::to_owned),
+            job_id: job.jid.clone(),
+            job_name: job.name.clone(),
+        };
+        match fetcher.job_context(base, job).await {
+            Ok(ctx) => jobs.push(JobFetch::Ok(Box::new(SourceJobContext {
+                reporter: observer.job_reporter(&labels),
+                labels,
+                job_status: ctx.job_status,
+                configuration: ctx.configuration,
+                client: ctx.client,
+            }))),
+            Err(e) => jobs.push(JobFetch::Failed {
+                job_key: labels.job_key,
+                error: e.to_string(),
+            }),
+        }
+    }
+    Ok(jobs)
+}
+
+/// A context kept from an earlier fetch while its source cannot be reached.
+fn stale(ctx: &SourceJobContext) -> SourceJobContext {
+    SourceJobContext {
+        job_status: None,
+        ..ctx.clone()
+    }
+}
+
+#[async_trait]
+impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
+    async fn fetch(&self, base: &Configuration) -> Result<Vec<SourceJobContext>, FetchError> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for source in &self.sources {
+            tasks.spawn(Self::fetch_source(source.clone(), base.clone(), Arc::clone(&self.observer)));
+        }
+        let mut results = Vec::with_capacity(self.sources.len());
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(fetch) => results.push(fetch),
+                // A panicking source is a failed source; which one is unknown here, so every source
+                // without a result keeps its jobs below.
+                Err(e) => tracing::error!(error = %e, "a source fetch panicked"),
+            }
+        }
+        results.sort_by(|a, b| a.source.cmp(&b.source));
+
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::new();
+        let mut failed_sources = Vec::new();
+        for source in &self.sources {
+            let prefix = format!("{}/", source.name);
+            let in_source = |unit: &str| unit == source.name || unit.starts_with(&prefix);
+            let Some(fetch) = results.iter().find(|r| r.source == source.name) else {
+                failed_sources.push(source.name.clone());
+                out.extend(last.iter().filter(|(u, _)| in_source(u)).flat_map(|(_, jobs)| jobs.iter().map(stale)));
+                continue;
+            };
+            match &fetch.units {
+                Err(error) => {
+                    tracing::error!(source = %source.name, %error, "could not list the jobs of a source; skipping it this cycle");
+                    self.observer.source_fetched(&source.name, Err(error), fetch.elapsed);
+                    failed_sources.push(source.name.clone());
+                    out.extend(last.iter().filter(|(u, _)| in_source(u)).flat_map(|(_, jobs)| jobs.iter().map(stale)));
+                }
+                Ok(units) => {
+                    let mut listed = 0;
+                    let mut unit_errors = Vec::new();
+                    // Units the source no longer lists vanish (their jobs are cleaned up).
+                    last.retain(|u, _| !in_source(u) || units.iter().any(|f| &f.unit == u));
+                    for unit in units {
+                        match &unit.jobs {
+                            Err(error) => {
+                                tracing::warn!(source = %source.name, unit = %unit.unit, %error, "could not list the jobs of an application; skipping it this cycle");
+                                unit_errors.push(error.clone());
+                                out.extend(last.get(&unit.unit).into_iter().flatten().map(stale));
+                            }
+                            Ok(jobs) => {
+                                let previous = last.remove(&unit.unit).unwrap_or_default();
+                                let mut current = Vec::with_capacity(jobs.len());
+                                for job in jobs {
+                                    match job {
+                                        JobFetch::Ok(ctx) => current.push((**ctx).clone()),
+                                        JobFetch::Failed { job_key, error } => {
+                                            tracing::warn!(job = %job_key, %error, "could not read a job's configuration; skipping it this cycle");
+                                            if let Some(old) = previous.iter().find(|c| &c.labels.job_key == job_key) {
+                                                current.push(stale(old));
+                                            }
+                                        }
+                                    }
+                                }
+                                listed += current.len();
+                                out.extend(current.iter().cloned());
+                                last.insert(unit.unit.clone(), current);
+                            }
+                        }
+                    }
+                    let outcome = if unit_errors.is_empty() {
+                        Ok(listed)
+                    } else {
+                        Err(unit_errors.join("; "))
+                    };
+                    match outcome {
+                        Ok(n) => self.observer.source_fetched(&source.name, Ok(n), fetch.elapsed),
+                        Err(e) => self.observer.source_fetched(&source.name, Err(&e), fetch.elapsed),
+                    }
+                }
+            }
+        }
+        if !self.sources.is_empty() && failed_sources.len() == self.sources.len() {
+            return Err(FetchError::Failed(format!(
+                "every source failed: {}",
+                failed_sources.join(", ")
+            )));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_names_and_patterns_are_checked() {
+        assert!(is_source_name("prod-eu.1_a"));
+        for bad in ["", "a/b", "a b", "ü", "a:b"] {
+            assert!(!is_source_name(bad), "{bad}");
+        }
+        assert!(matches!(
+            JobSelection::new(&["[abc"], &[]),
+            Err(SourceError::InvalidPattern { .. })
+        ));
+        let all = JobSelection::all();
+        assert!(all.selects("anything"));
+        let only = JobSelection::new(&["a?c", "x*"], &[]).expect("valid");
+        assert!(only.selects("abc") && only.selects("x/y") && !only.selects("abcd"));
+    }
+}
