@@ -8,6 +8,7 @@ pub use autoscaler_realizer as realizer;
 pub use autoscaler_state as state;
 
 pub mod replay;
+pub mod service;
 pub mod sim;
 
 /// The README's Rust examples, compiled and run as doc tests.

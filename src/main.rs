@@ -25,7 +25,7 @@ enum Command {
         /// Scenario file, or `-` for standard input.
         scenario: String,
     },
-    /// Run the standalone autoscaler against a Flink cluster (adaptive scheduler, rescale API).
+    /// Run the standalone autoscaler against Flink clusters and YARN (adaptive scheduler, rescale API).
     Run(run::RunArgs),
 }
 
@@ -69,14 +69,15 @@ fn run_replay(source: &str) -> ExitCode {
 }
 
 fn run_standalone(args: run::RunArgs) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match args.log_format {
+        run::LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        run::LogFormat::Json => logs.json().init(),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

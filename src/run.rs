@@ -1,29 +1,50 @@
-//! `flink-autoscaler run`: the standalone autoscaler against one Flink cluster.
+//! `flink-autoscaler run`: the standalone autoscaler as a service over any number of Flink clusters
+//! and YARN ResourceManagers (the parts live in `flink_autoscaler::service`; the HTTP server of
+//! `/metrics`, `/livez`, `/readyz` is `flink_autoscaler::service::http`).
 
 use anyhow::{Context, Result, bail};
 use autoscaler_core::standalone::ControlLoopOptions;
+use autoscaler_core::secret::SecretSource;
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerStateStore, BasicJobContext, Configuration, FetchError, JobAutoScalerImpl,
-    JobListFetcher, LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer,
-    StandaloneAutoscaler, async_trait,
+    AutoScalerEventHandler, AutoScalerStateStore, Configuration, FetchError, JobAutoScalerImpl, JobListFetcher,
+    LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, StandaloneAutoscaler,
+    async_trait,
 };
 use autoscaler_realizer::{
-    CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
-    RestClientConfig, RestMetricsCollector,
+    CooldownConfig, CooldownRealizer, MultiSourceJobListFetcher, RescaleApiScalingRealizer, RestClientConfig,
+    RestMetricsCollector, SourceJobContext,
 };
+use flink_autoscaler::service::metrics::{self, ServiceMetrics};
+use flink_autoscaler::service::settings::{self, EventsTarget};
+use flink_autoscaler::service::{CleanupHook, ObservedAutoScaler, ObservedCollector, ObservedStateStore, http};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-type Ctx = BasicJobContext<String, FlinkRestClient>;
+type Ctx = SourceJobContext;
+
+/// Output format of the logs (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The JobManager's REST address.
-    #[arg(long, default_value = "http://127.0.0.1:8081")]
-    pub flink_url: String,
-    /// A Flink-style YAML file with `job.autoscaler.*` (and `autoscaler.standalone.*`) keys; the
-    /// jobs' own configuration overrides it.
+    /// A Flink cluster's REST address, `[NAME=]URL` (repeatable). Without any source flag the
+    /// sources come from --config (default: the reference's host/port keys, localhost:8081).
+    #[arg(long = "flink-url", value_name = "[NAME=]URL")]
+    pub flink_urls: Vec<String>,
+    /// A YARN ResourceManager's REST address, `[NAME=]URL` (repeatable): its RUNNING Flink
+    /// applications are autoscaled.
+    #[arg(long = "yarn-rm-url", value_name = "[NAME=]URL")]
+    pub yarn_rm_urls: Vec<String>,
+    /// A Flink-style YAML file with `job.autoscaler.*`, `autoscaler.standalone.*` and
+    /// `autoscaler.service.*` keys; the jobs' own configuration overrides it, flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Control loop interval (Flink duration syntax, e.g. `10 s`); default 10 s.
@@ -35,9 +56,24 @@ pub struct RunArgs {
     /// Decide and report, never rescale (forces `job.autoscaler.scaling.enabled=false`).
     #[arg(long)]
     pub dry_run: bool,
-    /// Where state is kept: `memory`, `sqlite:PATH`, `postgres://...`, `mysql://...`.
-    #[arg(long, default_value = "sqlite:flink-autoscaler-state.db")]
-    pub state: String,
+    /// Where state is kept: `memory`, `sqlite:PATH`, `postgres://...`, `mysql://...`
+    /// (default: `autoscaler.standalone.state-store.type`, else `sqlite:flink-autoscaler-state.db`).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// The database password of --state, as `env:VARIABLE` or `file:PATH` (keeps it off the
+    /// command line).
+    #[arg(long, value_name = "env:VAR|file:PATH")]
+    pub state_password: Option<String>,
+    /// Where events go: `log`, or `state` (the database of --state, with dedup and TTL); default
+    /// `autoscaler.standalone.event-handler.type`, else `log`.
+    #[arg(long)]
+    pub events: Option<String>,
+    /// Serve Prometheus metrics at `/metrics`, and `/livez`, `/readyz`, on this address.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
     /// Stop after this long (Flink duration syntax); default: run until SIGTERM / ctrl-c.
     #[arg(long)]
     pub run_for: Option<String>,
@@ -96,7 +132,7 @@ fn parse_flink_yaml(text: &str) -> Result<Configuration> {
 }
 
 /// A fetcher wrapper forcing recommend-only mode on every job (`--dry-run`).
-struct DryRunFetcher(FlinkClusterJobListFetcher);
+struct DryRunFetcher(MultiSourceJobListFetcher);
 
 #[async_trait]
 impl JobListFetcher<String, Ctx> for DryRunFetcher {
@@ -119,9 +155,30 @@ impl ScalingRealizer<String, Ctx> for LogOnlyRealizer {
         ctx: &Ctx,
         overrides: &ParallelismOverrides,
     ) -> Result<(), RealizeError> {
-        tracing::info!(job = %ctx.job_key, ?overrides, "dry run: not rescaling");
+        tracing::info!(job = %ctx.labels.job_key, ?overrides, "dry run: not rescaling");
         Ok(())
     }
+}
+
+/// Warns about a password given literally on the command line (other local users can read it).
+fn warn_if_password_on_command_line(flag: &str, url: &str) {
+    if autoscaler_core::secret::redact_url(url) != url {
+        tracing::warn!(
+            flag,
+            "a password on the command line is visible to other local users; use --state-password env:VAR or the per-source auth.password key"
+        );
+    }
+}
+
+/// Installs the Prometheus recorder of the `metrics` facade (once per process) and returns its
+/// renderer.
+fn install_prometheus_recorder() -> Result<http::ProcessMetricsRenderer> {
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(metrics::LATENCY_BUCKETS)
+        .context("metric buckets")?
+        .install_recorder()
+        .context("cannot install the Prometheus recorder")?;
+    Ok(Arc::new(move || handle.render()))
 }
 
 /// Runs the standalone autoscaler until shutdown.
@@ -129,6 +186,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let mut base = Configuration::from_iter([("job.autoscaler.enabled", "true")]);
     if let Some(path) = &args.config {
         base = base.overlay(&load_flink_yaml(path)?);
+    }
+    for key in settings::unknown_standalone_keys(&base) {
+        tracing::warn!(key = %key, "unknown autoscaler.standalone.* key, ignored");
     }
     if let Some(interval) = &args.interval {
         autoscaler_core::duration::parse_duration(interval)
@@ -145,41 +205,98 @@ pub async fn run(args: RunArgs) -> Result<()> {
         None => None,
     };
     let loop_options = ControlLoopOptions::from_configuration(&base).context("control loop options")?;
-    let timeout = autoscaler_core::AutoScalerOptions::from_configuration(&base)
-        .context("autoscaler options in --config")?
-        .rest_client_timeout;
-    let client = FlinkRestClient::new(
-        &args.flink_url,
-        RestClientConfig {
-            timeout,
-            ..RestClientConfig::default()
-        },
-    )
-    .with_context(|| format!("--flink-url {}", args.flink_url))?;
+    let rest_config = RestClientConfig::from_configuration(&base).context("autoscaler options in --config")?;
 
-    let store = autoscaler_state::open_state_store(&args.state)
+    for url in args.flink_urls.iter().chain(&args.yarn_rm_urls) {
+        warn_if_password_on_command_line("source URL", url);
+    }
+    if let Some(state) = &args.state {
+        warn_if_password_on_command_line("--state", state);
+    }
+    let specs = settings::source_specs(&args.flink_urls, &args.yarn_rm_urls, &base)?;
+    let metrics = Arc::new(ServiceMetrics::new());
+    let sources = specs
+        .iter()
+        .map(|spec| settings::build_source(spec, &base, &rest_config))
+        .collect::<Result<Vec<_>, _>>()?;
+    let fetcher = MultiSourceJobListFetcher::new(sources, metrics.clone())?;
+
+    let state_password = args
+        .state_password
+        .as_deref()
+        .map(|s| {
+            SecretSource::parse(s).ok_or_else(|| anyhow::anyhow!("--state-password: expected env:VARIABLE or file:PATH"))
+        })
+        .transpose()?;
+    let storage = settings::storage(args.state.as_deref(), state_password.as_ref(), args.events.as_deref(), &base)?;
+    let shown_state = autoscaler_core::secret::redact_url(storage.state_url.expose());
+    // The store's own errors print the URL redacted (and scrub the password from driver messages).
+    let store = autoscaler_state::open_state_store(storage.state_url.expose())
         .await
-        .with_context(|| format!("--state {}", args.state))?;
-    let store: Arc<dyn AutoScalerStateStore<String, Ctx>> = Arc::new(store);
-    let events: Arc<dyn AutoScalerEventHandler<String, Ctx>> = Arc::new(LoggingEventHandler);
-    let collector: Arc<dyn MetricsCollector<String, Ctx>> = Arc::new(RestMetricsCollector::<String>::new());
+        .map_err(|e| anyhow::anyhow!("--state {shown_state}: {e}"))?;
+    let store: Arc<dyn AutoScalerStateStore<String, Ctx>> =
+        Arc::new(ObservedStateStore::new(Arc::new(store), metrics.clone()));
+    let (events, ttl_cleaner): (Arc<dyn AutoScalerEventHandler<String, Ctx>>, _) = match &storage.events {
+        EventsTarget::Logging => (Arc::new(LoggingEventHandler), None),
+        EventsTarget::Database { url, ttl } => {
+            let shown = autoscaler_core::secret::redact_url(url.expose());
+            let handler = Arc::new(
+                autoscaler_state::open_event_handler(url.expose())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("event database {shown}: {e}"))?,
+            );
+            let cleaner = ttl.map(|ttl| Arc::clone(&handler).spawn_ttl_cleaner(ttl, Duration::from_secs(24 * 3600)));
+            (handler, cleaner)
+        }
+    };
+    let collector: Arc<dyn MetricsCollector<String, Ctx>> = Arc::new(ObservedCollector::new(
+        Arc::new(RestMetricsCollector::<String>::new()),
+        metrics.clone(),
+    ));
+    let mut cleanup_hooks: Vec<CleanupHook> = Vec::new();
     let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = if args.dry_run {
         Arc::new(LogOnlyRealizer)
     } else {
         let cooldown = CooldownConfig::from_configuration(&base).context("cooldown options")?;
-        Arc::new(CooldownRealizer::new(
+        let realizer = Arc::new(CooldownRealizer::new(
             RescaleApiScalingRealizer::with_event_handler(events.clone()),
             cooldown,
-        ))
+        ));
+        let forget = Arc::clone(&realizer);
+        cleanup_hooks.push(Arc::new(move |key: &String| forget.forget(key)));
+        realizer
     };
     let fetcher: Arc<dyn JobListFetcher<String, Ctx>> = if args.dry_run {
-        Arc::new(DryRunFetcher(FlinkClusterJobListFetcher::new(client)))
+        Arc::new(DryRunFetcher(fetcher))
     } else {
-        Arc::new(FlinkClusterJobListFetcher::new(client))
+        Arc::new(fetcher)
     };
-    let autoscaler = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
-    tracing::info!(flink = %args.flink_url, state = %args.state, dry_run = args.dry_run, "standalone autoscaler starting");
-    let control_loop = StandaloneAutoscaler::new(fetcher, autoscaler, events, loop_options)
+    let inner = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
+    let mut autoscaler = ObservedAutoScaler::new(inner, metrics.clone());
+    for hook in cleanup_hooks {
+        autoscaler = autoscaler.on_cleanup(hook);
+    }
+
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = match args.metrics_addr {
+        Some(addr) => {
+            let process = install_prometheus_recorder()?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--metrics-addr {addr}"))?;
+            // Other routes (e.g. job status pages) are merged into this router here.
+            let app = http::router(metrics.clone(), Some(process));
+            tracing::info!(%addr, "serving /metrics, /livez and /readyz");
+            Some(tokio::spawn(http::serve(listener, app, async {
+                let _ = http_stopped.await;
+            })))
+        }
+        None => None,
+    };
+
+    let shown_sources: Vec<String> = specs.iter().map(ToString::to_string).collect();
+    tracing::info!(sources = ?shown_sources, state = %shown_state, dry_run = args.dry_run, "standalone autoscaler starting");
+    let control_loop = StandaloneAutoscaler::new(fetcher, Arc::new(autoscaler), events, loop_options)
         .with_base_configuration(base)
         .with_options_validation();
     control_loop
@@ -196,6 +313,17 @@ pub async fn run(args: RunArgs) -> Result<()> {
             }
         })
         .await;
+    let _ = stop_http.send(());
+    if let Some(server) = server {
+        match server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the metrics server failed"),
+            Err(e) => tracing::warn!(error = %e, "the metrics server task failed"),
+        }
+    }
+    if let Some(cleaner) = ttl_cleaner {
+        cleaner.abort();
+    }
     tracing::info!("standalone autoscaler stopped");
     Ok(())
 }
