@@ -6,17 +6,18 @@ use anyhow::{Context, Result, bail};
 use autoscaler_core::standalone::ControlLoopOptions;
 use autoscaler_core::secret::SecretSource;
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerStateStore, Configuration, FetchError, JobAutoScalerImpl, JobListFetcher,
+    AutoScalerEventHandler, AutoScalerStateStore, Configuration, FetchError, JobAutoScaler, JobAutoScalerImpl,
+    JobListFetcher,
     LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, StandaloneAutoscaler,
     async_trait,
 };
 use autoscaler_realizer::{
-    CooldownConfig, CooldownRealizer, MultiSourceJobListFetcher, RescaleApiScalingRealizer, RestClientConfig,
-    RestMetricsCollector, SourceJobContext,
+    CooldownConfig, CooldownRealizer, MultiSourceJobListFetcher, RescaleApiScalingRealizer, RescaleInFlightGuard,
+    RestClientConfig, RestMetricsCollector, SourceJobContext,
 };
 use flink_autoscaler::service::metrics::{self, ServiceMetrics};
 use flink_autoscaler::service::settings::{self, EventsTarget};
-use flink_autoscaler::service::{CleanupHook, ObservedAutoScaler, ObservedCollector, ObservedStateStore, http};
+use flink_autoscaler::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore, http};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -253,29 +254,27 @@ pub async fn run(args: RunArgs) -> Result<()> {
         Arc::new(RestMetricsCollector::<String>::new()),
         metrics.clone(),
     ));
-    let mut cleanup_hooks: Vec<CleanupHook> = Vec::new();
-    let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = if args.dry_run {
-        Arc::new(LogOnlyRealizer)
-    } else {
-        let cooldown = CooldownConfig::from_configuration(&base).context("cooldown options")?;
-        let realizer = Arc::new(CooldownRealizer::new(
-            RescaleApiScalingRealizer::with_event_handler(events.clone()),
-            cooldown,
-        ));
-        let forget = Arc::clone(&realizer);
-        cleanup_hooks.push(Arc::new(move |key: &String| forget.forget(key)));
-        realizer
-    };
     let fetcher: Arc<dyn JobListFetcher<String, Ctx>> = if args.dry_run {
         Arc::new(DryRunFetcher(fetcher))
     } else {
         Arc::new(fetcher)
     };
-    let inner = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
-    let mut autoscaler = ObservedAutoScaler::new(inner, metrics.clone());
-    for hook in cleanup_hooks {
-        autoscaler = autoscaler.on_cleanup(hook);
-    }
+    let autoscaler: Arc<dyn JobAutoScaler<String, Ctx>> = if args.dry_run {
+        let inner = Arc::new(JobAutoScalerImpl::new(collector, store, Arc::new(LogOnlyRealizer), events.clone()));
+        Arc::new(ObservedAutoScaler::new(inner, metrics.clone()))
+    } else {
+        // Per job, the cooldown reads the Flink 2.x keys (1.x fallbacks) from the job's own
+        // configuration; the guard skips a job's cycles while its rescale is in flight and drops
+        // a vanished job's cooldown entry.
+        let cooldown_defaults = CooldownConfig::from_configuration(&base).context("cooldown options")?;
+        let cooldown = Arc::new(CooldownRealizer::new(
+            RescaleApiScalingRealizer::with_event_handler(events.clone()),
+            cooldown_defaults,
+        ));
+        let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = cooldown.clone();
+        let inner = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
+        Arc::new(RescaleInFlightGuard::new(ObservedAutoScaler::new(inner, metrics.clone()), cooldown))
+    };
 
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = match args.metrics_addr {
@@ -296,7 +295,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
 
     let shown_sources: Vec<String> = specs.iter().map(ToString::to_string).collect();
     tracing::info!(sources = ?shown_sources, state = %shown_state, dry_run = args.dry_run, "standalone autoscaler starting");
-    let control_loop = StandaloneAutoscaler::new(fetcher, Arc::new(autoscaler), events, loop_options)
+    let control_loop = StandaloneAutoscaler::new(fetcher, autoscaler, events, loop_options)
         .with_base_configuration(base)
         .with_options_validation();
     control_loop

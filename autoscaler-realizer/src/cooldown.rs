@@ -46,7 +46,10 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use crate::options::{SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, optional_duration};
+use crate::options::{
+    COOLDOWN_AFTER_RESCALING, RESCALE_TRIGGER_MAX_DELAY, RESOURCE_STABILIZATION_TIMEOUT, SCALING_INTERVAL_MAX,
+    SCALING_INTERVAL_MIN, optional_duration,
+};
 
 /// A clock that only moves when told to (tests and simulations).
 #[derive(Debug)]
@@ -81,10 +84,16 @@ impl Clock for ManualClock {
 /// The cooldown intervals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CooldownConfig {
-    /// Minimum time between two forwarded changes (`scaling-interval.min`, 30 s).
+    /// Minimum time between two forwarded changes (Flink 2.x
+    /// `executing.cooldown-after-rescaling`, 1.x `scaling-interval.min`; 30 s).
     pub min_interval: Duration,
-    /// Age after which a held request is forced (`scaling-interval.max`; `None` = never forced).
+    /// Age after which a held request is forced (2.x `executing.resource-stabilization-timeout`,
+    /// 1.x `scaling-interval.max`; `None` = never forced).
     pub max_interval: Option<Duration>,
+    /// How long Flink may delay a requested rescale until a checkpoint (2.x
+    /// `rescale-trigger.max-delay`; 0 when unset). Only lengthens how long a forwarded rescale
+    /// counts as in flight.
+    pub rescale_max_delay: Duration,
 }
 
 impl Default for CooldownConfig {
@@ -92,18 +101,79 @@ impl Default for CooldownConfig {
         Self {
             min_interval: Duration::from_secs(30),
             max_interval: None,
+            rescale_max_delay: Duration::ZERO,
         }
     }
 }
 
+/// The first of `keys` present in `conf`, as a duration.
+fn first_duration(conf: &Configuration, keys: &[&str]) -> Result<Option<Duration>, OptionsError> {
+    for key in keys {
+        if let Some(d) = optional_duration(conf, key)? {
+            return Ok(Some(d));
+        }
+    }
+    Ok(None)
+}
+
 impl CooldownConfig {
-    /// Reads `jobmanager.adaptive-scheduler.scaling-interval.min` and `.max` (Flink durations).
+    /// Reads the Flink 2.x keys with the 1.x ones as fallbacks; unset keys keep the defaults.
     pub fn from_configuration(conf: &Configuration) -> Result<Self, OptionsError> {
+        Self::from_configuration_or(conf, &Self::default())
+    }
+
+    /// Like [`Self::from_configuration`], with `defaults` for the unset keys: how a job's own
+    /// configuration (`/jobs/<id>/jobmanager/config`) overrides the governor's settings.
+    ///
+    /// ```
+    /// use autoscaler_core::Configuration;
+    /// use autoscaler_realizer::CooldownConfig;
+    /// use std::time::Duration;
+    /// let conf = Configuration::from_iter([
+    ///     ("jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling", "10 s"),
+    ///     ("jobmanager.adaptive-scheduler.scaling-interval.min", "1 min"), // 1.x name, loses
+    /// ]);
+    /// assert_eq!(CooldownConfig::from_configuration(&conf).unwrap().min_interval, Duration::from_secs(10));
+    /// ```
+    pub fn from_configuration_or(conf: &Configuration, defaults: &Self) -> Result<Self, OptionsError> {
         Ok(Self {
-            min_interval: optional_duration(conf, SCALING_INTERVAL_MIN)?.unwrap_or(Duration::from_secs(30)),
-            max_interval: optional_duration(conf, SCALING_INTERVAL_MAX)?,
+            min_interval: first_duration(conf, &[COOLDOWN_AFTER_RESCALING, SCALING_INTERVAL_MIN])?
+                .unwrap_or(defaults.min_interval),
+            max_interval: first_duration(conf, &[RESOURCE_STABILIZATION_TIMEOUT, SCALING_INTERVAL_MAX])?
+                .or(defaults.max_interval),
+            rescale_max_delay: first_duration(conf, &[RESCALE_TRIGGER_MAX_DELAY])?.unwrap_or(defaults.rescale_max_delay),
         })
     }
+
+    /// How long a forwarded rescale counts as in flight at most: the cooldown, Flink's checkpoint
+    /// delay, and [`IN_FLIGHT_GRACE`] for the restart itself.
+    pub fn in_flight_timeout(&self) -> Duration {
+        self.min_interval
+            .saturating_add(self.rescale_max_delay)
+            .saturating_add(IN_FLIGHT_GRACE)
+    }
+}
+
+/// Time a rescale may take beyond the cooldown and checkpoint delay before its in-flight mark is
+/// dropped (the request was lost, or Flink could not get the slots).
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_secs(300);
+
+/// Whether a job's requested rescale is still in flight (see [`CooldownRealizer::in_flight`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InFlight {
+    /// Nothing requested is pending.
+    None,
+    /// A request is held in the cooldown.
+    Held(ParallelismOverrides),
+    /// A request was forwarded at this instant and Flink does not report it yet.
+    Forwarded {
+        /// What was requested.
+        overrides: ParallelismOverrides,
+        /// When.
+        since: DateTime<Utc>,
+        /// When the mark is dropped if Flink never reports it.
+        expires_at: DateTime<Utc>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +188,10 @@ struct JobCooldown {
     last_rescale: Option<DateTime<Utc>>,
     forwarded: Option<ParallelismOverrides>,
     held: Option<Held>,
+    /// The last forwarded change until Flink reports it: (overrides, since, expires at).
+    in_flight: Option<(ParallelismOverrides, DateTime<Utc>, DateTime<Utc>)>,
+    /// The job's own intervals, from its last request.
+    config: Option<CooldownConfig>,
 }
 
 enum Decision {
@@ -140,7 +214,7 @@ enum Decision {
 /// use std::time::Duration;
 ///
 /// type Ctx = BasicJobContext<String, FlinkRestClient>;
-/// let config = CooldownConfig { min_interval: Duration::from_secs(30), max_interval: Some(Duration::from_secs(300)) };
+/// let config = CooldownConfig { min_interval: Duration::from_secs(30), max_interval: Some(Duration::from_secs(300)), ..CooldownConfig::default() };
 /// let realizer: CooldownRealizer<RescaleApiScalingRealizer<String, Ctx>, String> =
 ///     CooldownRealizer::new(RescaleApiScalingRealizer::new(), config);
 /// # let _ = realizer;
@@ -208,11 +282,11 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
 
     /// Takes the held request of `job` if it is due now.
     fn take_if_due(&self, state: &mut JobCooldown, now: DateTime<Utc>) -> Decision {
+        let config = state.config.unwrap_or(self.config);
         let Some(held) = &state.held else {
             return Decision::Hold;
         };
-        let forced = self
-            .config
+        let forced = config
             .max_interval
             .is_some_and(|max| now >= held.held_since + chrono_duration(max));
         if now >= held.due_at || forced {
@@ -231,9 +305,16 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
         }
     }
 
-    fn decide(&self, job_key: &K, overrides: &ParallelismOverrides, now: DateTime<Utc>) -> Decision {
+    fn decide(
+        &self,
+        job_key: &K,
+        overrides: &ParallelismOverrides,
+        now: DateTime<Utc>,
+        config: CooldownConfig,
+    ) -> Decision {
         let mut jobs = lock(&self.jobs);
         let state = jobs.entry(job_key.clone()).or_default();
+        state.config = Some(config);
         if state.forwarded.as_ref() == Some(overrides) {
             // The newest request is what already runs: nothing held survives it.
             state.held = None;
@@ -243,7 +324,7 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
                 released: None,
             };
         }
-        let min = chrono_duration(self.config.min_interval);
+        let min = chrono_duration(config.min_interval);
         match &mut state.held {
             Some(held) if held.overrides != *overrides => {
                 held.overrides = overrides.clone();
@@ -273,8 +354,52 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
     fn record_forwarded(&self, job_key: &K, overrides: ParallelismOverrides, now: DateTime<Utc>) {
         let mut jobs = lock(&self.jobs);
         let state = jobs.entry(job_key.clone()).or_default();
+        let timeout = state.config.unwrap_or(self.config).in_flight_timeout();
         state.last_rescale = Some(now);
+        state.in_flight = Some((overrides.clone(), now, now + chrono_duration(timeout)));
         state.forwarded = Some(overrides);
+    }
+
+    /// Whether a rescale of `job_key` is in flight: held in the cooldown, or forwarded and not yet
+    /// [settled](Self::settle_in_flight). While it is, no cycle should decide (and record) the
+    /// same scaling again: [`RescaleInFlightGuard`] skips the job's cycles.
+    pub fn in_flight(&self, job_key: &K) -> InFlight {
+        let jobs = lock(&self.jobs);
+        let Some(state) = jobs.get(job_key) else {
+            return InFlight::None;
+        };
+        if let Some(held) = &state.held {
+            return InFlight::Held(held.overrides.clone());
+        }
+        match &state.in_flight {
+            Some((overrides, since, expires_at)) => InFlight::Forwarded {
+                overrides: overrides.clone(),
+                since: *since,
+                expires_at: *expires_at,
+            },
+            None => InFlight::None,
+        }
+    }
+
+    /// Drops the in-flight mark of `job_key` (Flink reports the new parallelism, or the request is
+    /// given up).
+    pub fn settle_in_flight(&self, job_key: &K) {
+        if let Some(state) = lock(&self.jobs).get_mut(job_key) {
+            state.in_flight = None;
+        }
+    }
+
+    /// The clock of the governor.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// The intervals that apply to a job: its own configuration's keys over the governor's.
+    fn job_config(&self, conf: &Configuration) -> CooldownConfig {
+        CooldownConfig::from_configuration_or(conf, &self.config).unwrap_or_else(|error| {
+            tracing::warn!(%error, "invalid adaptive scheduler interval in the job's configuration; using the defaults");
+            self.config
+        })
     }
 }
 
@@ -354,7 +479,8 @@ where
         overrides: &ParallelismOverrides,
     ) -> Result<(), RealizeError> {
         let now = self.clock.now();
-        match self.decide(ctx.job_key(), overrides, now) {
+        let config = self.job_config(ctx.configuration());
+        match self.decide(ctx.job_key(), overrides, now, config) {
             Decision::Hold => Ok(()),
             Decision::Forward {
                 overrides,
@@ -366,6 +492,92 @@ where
 
     async fn realize_config_overrides(&self, ctx: &Ctx, changes: &ConfigChanges) -> Result<(), RealizeError> {
         self.inner.realize_config_overrides(ctx, changes).await
+    }
+}
+
+/// Skips the cycles of a job whose rescale is in flight, so that no cycle decides (and records)
+/// the same scaling twice while the cooldown holds it or Flink has not applied it yet.
+///
+/// Before each cycle of a job with an in-flight mark ([`CooldownRealizer::in_flight`]):
+/// - **held**: a due request is released ([`CooldownRealizer::poll`]); the cycle is skipped;
+/// - **forwarded**: the job's vertices are read (`GET /jobs/<id>`); when every requested vertex
+///   runs at its requested parallelism the mark is dropped and the cycle runs; when the mark has
+///   expired ([`CooldownConfig::in_flight_timeout`]: the request was lost, or Flink could not get
+///   the slots) it is dropped with a warning and the cycle runs; otherwise the cycle is skipped.
+///
+/// A vanished job's cleanup also forgets its cooldown entry ([`CooldownRealizer::forget`]).
+pub struct RescaleInFlightGuard<A, R, K> {
+    inner: A,
+    cooldown: Arc<CooldownRealizer<R, K>>,
+}
+
+impl<A, R, K> RescaleInFlightGuard<A, R, K> {
+    /// Guards the autoscaler `inner` with the in-flight marks of `cooldown` (the realizer `inner`
+    /// scales through).
+    pub fn new(inner: A, cooldown: Arc<CooldownRealizer<R, K>>) -> Self {
+        Self { inner, cooldown }
+    }
+}
+
+/// Whether Flink runs every vertex of `requested` at its requested parallelism.
+pub fn parallelism_applied(requested: &ParallelismOverrides, running: &crate::rest::JobDetails) -> bool {
+    requested.iter().all(|(id, p)| {
+        running
+            .vertices
+            .iter()
+            .any(|v| v.id == id.as_str() && u32::try_from(v.parallelism).ok() == Some(*p))
+    })
+}
+
+#[async_trait]
+impl<A, R, K, Ctx> autoscaler_core::JobAutoScaler<K, Ctx> for RescaleInFlightGuard<A, R, K>
+where
+    A: autoscaler_core::JobAutoScaler<K, Ctx>,
+    R: ScalingRealizer<K, Ctx>,
+    K: Eq + Hash + Clone + Send + Sync + std::fmt::Debug,
+    Ctx: JobAutoScalerContext<K> + crate::FlinkRestContext,
+{
+    async fn scale(&self, ctx: &Ctx) -> Result<(), autoscaler_core::AutoscalerError> {
+        let key = ctx.job_key();
+        match self.cooldown.in_flight(key) {
+            InFlight::None => {}
+            InFlight::Held(_) => {
+                if let Err(error) = self.cooldown.poll(ctx).await {
+                    tracing::warn!(job = ?key, %error, "could not realize a held rescale");
+                }
+                tracing::debug!(job = ?key, "rescale in flight (held in the cooldown): cycle skipped");
+                return Ok(());
+            }
+            InFlight::Forwarded {
+                overrides, expires_at, ..
+            } => {
+                let applied = match ctx.job_id() {
+                    Some(job_id) => match ctx.rest_client().job_details(job_id).await {
+                        Ok(details) => parallelism_applied(&overrides, &details),
+                        Err(error) => {
+                            tracing::debug!(job = ?key, %error, "cannot check an in-flight rescale");
+                            false
+                        }
+                    },
+                    None => true,
+                };
+                if applied {
+                    self.cooldown.settle_in_flight(key);
+                } else if self.cooldown.now() >= expires_at {
+                    tracing::warn!(job = ?key, ?overrides, "Flink never reported the requested parallelism; no longer waiting for it");
+                    self.cooldown.settle_in_flight(key);
+                } else {
+                    tracing::debug!(job = ?key, "rescale in flight (Flink has not applied it yet): cycle skipped");
+                    return Ok(());
+                }
+            }
+        }
+        self.inner.scale(ctx).await
+    }
+
+    async fn cleanup(&self, job_key: &K) {
+        self.inner.cleanup(job_key).await;
+        self.cooldown.forget(job_key);
     }
 }
 
@@ -435,6 +647,7 @@ mod tests {
         let config = CooldownConfig {
             min_interval: Duration::from_secs(30),
             max_interval: max.map(Duration::from_secs),
+            ..CooldownConfig::default()
         };
         let realizer = CooldownRealizer::with_clock(Shared(Arc::clone(&recorder)), config, clock.clone());
         let ctx = BasicJobContext::new("job".to_owned(), Configuration::new(), ());
@@ -566,6 +779,65 @@ mod tests {
         assert_eq!(s.recorder.calls(), vec![p(2), p(4)]);
     }
 
+    #[tokio::test]
+    async fn the_jobs_own_flink_2_keys_override_the_governors_intervals() {
+        let mut s = setup(None);
+        // The job's JobManager serves the 2.x key: 10 s instead of the governor's 30 s.
+        s.ctx.configuration.set(COOLDOWN_AFTER_RESCALING, "10 s");
+        s.at(0, 2).await;
+        s.at(5, 3).await; // held: last rescale 0 s + 10 s
+        assert_eq!(s.realizer.held_until(&"job".to_owned()), Some(s.clock.now() + chrono::TimeDelta::seconds(5)));
+        s.at(10, 3).await;
+        assert_eq!(s.recorder.calls(), vec![p(2), p(3)]);
+        // 1.x key only: used as the fallback.
+        let mut old = setup(None);
+        old.ctx.configuration.set(SCALING_INTERVAL_MIN, "20 s");
+        old.at(0, 2).await;
+        old.at(15, 3).await;
+        old.at(19, 3).await;
+        assert_eq!(old.recorder.calls(), vec![p(2)]);
+        old.at(20, 3).await;
+        assert_eq!(old.recorder.calls(), vec![p(2), p(3)]);
+    }
+
+    #[tokio::test]
+    async fn a_rescale_is_in_flight_while_held_and_after_forwarding_until_settled() {
+        let s = setup(None);
+        let key = "job".to_owned();
+        assert_eq!(s.realizer.in_flight(&key), InFlight::None);
+        s.at(0, 2).await;
+        let start = s.clock.now();
+        // Forwarded at 0 s; expires after min 30 s + max-delay 0 + grace 300 s.
+        assert_eq!(
+            s.realizer.in_flight(&key),
+            InFlight::Forwarded {
+                overrides: p(2),
+                since: start,
+                expires_at: start + chrono::TimeDelta::seconds(330)
+            }
+        );
+        s.realizer.settle_in_flight(&key);
+        assert_eq!(s.realizer.in_flight(&key), InFlight::None);
+        s.at(10, 4).await; // held until 30 s
+        assert_eq!(s.realizer.in_flight(&key), InFlight::Held(p(4)));
+        s.realizer.forget(&key);
+        assert_eq!(s.realizer.in_flight(&key), InFlight::None);
+        assert_eq!(s.realizer.held_overrides(&key), None);
+    }
+
+    #[test]
+    fn in_flight_timeout_adds_the_checkpoint_delay_and_grace() {
+        let conf = Configuration::from_iter([
+            (RESCALE_TRIGGER_MAX_DELAY, "2 min"),
+            (RESOURCE_STABILIZATION_TIMEOUT, "1 min"),
+            (SCALING_INTERVAL_MAX, "10 min"),
+        ]);
+        let c = CooldownConfig::from_configuration(&conf).expect("valid");
+        assert_eq!(c.max_interval, Some(Duration::from_secs(60)), "the 2.x key wins");
+        // 30 s + 120 s + 300 s.
+        assert_eq!(c.in_flight_timeout(), Duration::from_secs(450));
+    }
+
     #[test]
     fn config_reads_the_adaptive_scheduler_keys() {
         assert_eq!(
@@ -578,6 +850,7 @@ mod tests {
             Some(CooldownConfig {
                 min_interval: Duration::from_secs(10),
                 max_interval: Some(Duration::from_secs(300)),
+                rescale_max_delay: Duration::ZERO,
             })
         );
         let bad = Configuration::from_iter([(SCALING_INTERVAL_MIN, "soon")]);

@@ -101,11 +101,15 @@ pub mod yarn;
 
 pub use collector::RestMetricsCollector;
 pub use context::FlinkRestContext;
-pub use cooldown::{Clock, CooldownConfig, CooldownRealizer, ManualClock, SystemClock};
+pub use cooldown::{
+    Clock, CooldownConfig, CooldownRealizer, IN_FLIGHT_GRACE, InFlight, ManualClock, RescaleInFlightGuard, SystemClock,
+    parallelism_applied,
+};
 pub use fetcher::FlinkClusterJobListFetcher;
 pub use options::{
     FLINK_CLUSTER_HOST, FLINK_CLUSTER_HOST_DEPRECATED, FLINK_CLUSTER_PORT, FLINK_CLUSTER_PORT_DEPRECATED,
-    JOBMANAGER_SCHEDULER, SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
+    COOLDOWN_AFTER_RESCALING, JOBMANAGER_SCHEDULER, RESCALE_TRIGGER_MAX_DELAY, RESOURCE_STABILIZATION_TIMEOUT,
+    SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
 };
 pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
 pub use sources::{JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind};

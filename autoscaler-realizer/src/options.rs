@@ -14,6 +14,13 @@ pub const SCALING_INTERVAL_MIN: &str = "jobmanager.adaptive-scheduler.scaling-in
 /// `jobmanager.adaptive-scheduler.scaling-interval.max`, read by [`crate::CooldownConfig`].
 pub const SCALING_INTERVAL_MAX: &str = "jobmanager.adaptive-scheduler.scaling-interval.max";
 
+/// Flink 2.x name of [`SCALING_INTERVAL_MIN`] (the 1.x key is its deprecated fallback).
+pub const COOLDOWN_AFTER_RESCALING: &str = "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling";
+/// Flink 2.x name of [`SCALING_INTERVAL_MAX`] (the 1.x key is its deprecated fallback).
+pub const RESOURCE_STABILIZATION_TIMEOUT: &str = "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout";
+/// Flink 2.x: how long a rescale may wait for a checkpoint.
+pub const RESCALE_TRIGGER_MAX_DELAY: &str = "jobmanager.adaptive-scheduler.rescale-trigger.max-delay";
+
 /// `autoscaler.standalone.fetcher.flink-cluster.host`: the JobManager REST host (default `localhost`).
 pub const FLINK_CLUSTER_HOST: &str = "autoscaler.standalone.fetcher.flink-cluster.host";
 /// Deprecated key of [`FLINK_CLUSTER_HOST`], still honoured.

@@ -57,6 +57,7 @@ fn run(min: u64, max: Option<u64>, steps: &[(u64, u32)], settle: bool) -> (Vec<(
         CooldownConfig {
             min_interval: Duration::from_secs(min),
             max_interval: max.map(Duration::from_secs),
+            ..CooldownConfig::default()
         },
         clock.clone(),
     );

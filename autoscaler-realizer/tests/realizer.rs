@@ -215,6 +215,7 @@ async fn the_cooldown_holds_a_second_change_until_min_has_passed() {
         CooldownConfig {
             min_interval: Duration::from_secs(30),
             max_interval: None,
+            ..CooldownConfig::default()
         },
         clock.clone(),
     );
