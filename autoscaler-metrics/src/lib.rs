@@ -18,6 +18,7 @@ mod window;
 
 pub mod collection;
 pub mod json_number;
+pub mod root_cause;
 
 pub use collected::{CollectedMetrics, MetricHistory};
 pub use error::MetricsError;
