@@ -3,13 +3,12 @@
 //! `/metrics`, `/livez`, `/readyz` is `flink_autoscaler::service::http`).
 
 use anyhow::{Context, Result, bail};
-use autoscaler_core::standalone::ControlLoopOptions;
 use autoscaler_core::secret::SecretSource;
+use autoscaler_core::standalone::ControlLoopOptions;
 use autoscaler_core::{
     AutoScalerEventHandler, AutoScalerStateStore, Configuration, FetchError, JobAutoScaler, JobAutoScalerImpl,
-    JobListFetcher,
-    LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, StandaloneAutoscaler,
-    async_trait,
+    JobListFetcher, LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer,
+    StandaloneAutoscaler, async_trait,
 };
 use autoscaler_realizer::{
     CooldownConfig, CooldownRealizer, MultiSourceJobListFetcher, RescaleApiScalingRealizer, RescaleInFlightGuard,
@@ -226,10 +225,16 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .state_password
         .as_deref()
         .map(|s| {
-            SecretSource::parse(s).ok_or_else(|| anyhow::anyhow!("--state-password: expected env:VARIABLE or file:PATH"))
+            SecretSource::parse(s)
+                .ok_or_else(|| anyhow::anyhow!("--state-password: expected env:VARIABLE or file:PATH"))
         })
         .transpose()?;
-    let storage = settings::storage(args.state.as_deref(), state_password.as_ref(), args.events.as_deref(), &base)?;
+    let storage = settings::storage(
+        args.state.as_deref(),
+        state_password.as_ref(),
+        args.events.as_deref(),
+        &base,
+    )?;
     let shown_state = autoscaler_core::secret::redact_url(storage.state_url.expose());
     // The store's own errors print the URL redacted (and scrub the password from driver messages).
     let store = autoscaler_state::open_state_store(storage.state_url.expose())
@@ -260,7 +265,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
         Arc::new(fetcher)
     };
     let autoscaler: Arc<dyn JobAutoScaler<String, Ctx>> = if args.dry_run {
-        let inner = Arc::new(JobAutoScalerImpl::new(collector, store, Arc::new(LogOnlyRealizer), events.clone()));
+        let inner = Arc::new(JobAutoScalerImpl::new(
+            collector,
+            store,
+            Arc::new(LogOnlyRealizer),
+            events.clone(),
+        ));
         Arc::new(ObservedAutoScaler::new(inner, metrics.clone()))
     } else {
         // Per job, the cooldown reads the Flink 2.x keys (1.x fallbacks) from the job's own
@@ -273,7 +283,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
         ));
         let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = cooldown.clone();
         let inner = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
-        Arc::new(RescaleInFlightGuard::new(ObservedAutoScaler::new(inner, metrics.clone()), cooldown))
+        Arc::new(RescaleInFlightGuard::new(
+            ObservedAutoScaler::new(inner, metrics.clone()),
+            cooldown,
+        ))
     };
 
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();

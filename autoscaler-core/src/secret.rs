@@ -118,7 +118,11 @@ fn percent_decode(s: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
             (b'%', Some(hi), Some(lo)) => {
                 out.push((hi * 16 + lo) as u8);
                 i += 3;
@@ -270,12 +274,18 @@ mod tests {
     #[test]
     fn passwords_in_user_info_and_query_are_redacted() {
         assert_eq!(redact_url("http://u:PASS@jm:8081/x"), "http://u:***@jm:8081/x");
-        assert_eq!(redact_url("postgres://u:p%40ss@h/db?sslmode=require"), "postgres://u:***@h/db?sslmode=require");
+        assert_eq!(
+            redact_url("postgres://u:p%40ss@h/db?sslmode=require"),
+            "postgres://u:***@h/db?sslmode=require"
+        );
         assert_eq!(
             redact_url("postgres://h/db?user=u&password=PASS&sslmode=verify-full"),
             "postgres://h/db?user=u&password=***&sslmode=verify-full"
         );
-        assert_eq!(redact_url("mysql://h/db?PASSWORD=PASS#frag"), "mysql://h/db?PASSWORD=***#frag");
+        assert_eq!(
+            redact_url("mysql://h/db?PASSWORD=PASS#frag"),
+            "mysql://h/db?PASSWORD=***#frag"
+        );
         // A user without a password has nothing to hide; an `@` in the path is not user info.
         assert_eq!(redact_url("http://u@jm:8081"), "http://u@jm:8081");
         assert_eq!(redact_url("http://jm/a@b:c"), "http://jm/a@b:c");
@@ -302,7 +312,10 @@ mod tests {
         let _ = std::fs::remove_file(&dir);
         let missing = SecretSource::Env("FLINK_AUTOSCALER_TEST_NO_SUCH_VAR".into()).read();
         assert!(matches!(missing, Err(SecretError::MissingEnv(_))));
-        assert_eq!(SecretSource::parse("file:/run/s"), Some(SecretSource::File("/run/s".into())));
+        assert_eq!(
+            SecretSource::parse("file:/run/s"),
+            Some(SecretSource::File("/run/s".into()))
+        );
         assert_eq!(SecretSource::parse("env:"), None);
     }
 }

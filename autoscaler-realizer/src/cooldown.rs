@@ -141,7 +141,8 @@ impl CooldownConfig {
                 .unwrap_or(defaults.min_interval),
             max_interval: first_duration(conf, &[RESOURCE_STABILIZATION_TIMEOUT, SCALING_INTERVAL_MAX])?
                 .or(defaults.max_interval),
-            rescale_max_delay: first_duration(conf, &[RESCALE_TRIGGER_MAX_DELAY])?.unwrap_or(defaults.rescale_max_delay),
+            rescale_max_delay: first_duration(conf, &[RESCALE_TRIGGER_MAX_DELAY])?
+                .unwrap_or(defaults.rescale_max_delay),
         })
     }
 
@@ -786,7 +787,10 @@ mod tests {
         s.ctx.configuration.set(COOLDOWN_AFTER_RESCALING, "10 s");
         s.at(0, 2).await;
         s.at(5, 3).await; // held: last rescale 0 s + 10 s
-        assert_eq!(s.realizer.held_until(&"job".to_owned()), Some(s.clock.now() + chrono::TimeDelta::seconds(5)));
+        assert_eq!(
+            s.realizer.held_until(&"job".to_owned()),
+            Some(s.clock.now() + chrono::TimeDelta::seconds(5))
+        );
         s.at(10, 3).await;
         assert_eq!(s.recorder.calls(), vec![p(2), p(3)]);
         // 1.x key only: used as the fallback.

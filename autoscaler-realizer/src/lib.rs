@@ -107,10 +107,10 @@ pub use cooldown::{
 };
 pub use fetcher::FlinkClusterJobListFetcher;
 pub use options::{
-    FLINK_CLUSTER_HOST, FLINK_CLUSTER_HOST_DEPRECATED, FLINK_CLUSTER_PORT, FLINK_CLUSTER_PORT_DEPRECATED,
-    COOLDOWN_AFTER_RESCALING, JOBMANAGER_SCHEDULER, RESCALE_TRIGGER_MAX_DELAY, RESOURCE_STABILIZATION_TIMEOUT,
+    COOLDOWN_AFTER_RESCALING, FLINK_CLUSTER_HOST, FLINK_CLUSTER_HOST_DEPRECATED, FLINK_CLUSTER_PORT,
+    FLINK_CLUSTER_PORT_DEPRECATED, JOBMANAGER_SCHEDULER, RESCALE_TRIGGER_MAX_DELAY, RESOURCE_STABILIZATION_TIMEOUT,
     SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
 };
 pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
-pub use sources::{JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind};
 pub use rest::{AuthHeader, FlinkRestClient, RestClientConfig, RestError, TlsConfig};
+pub use sources::{JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind};

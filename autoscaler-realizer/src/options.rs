@@ -17,7 +17,8 @@ pub const SCALING_INTERVAL_MAX: &str = "jobmanager.adaptive-scheduler.scaling-in
 /// Flink 2.x name of [`SCALING_INTERVAL_MIN`] (the 1.x key is its deprecated fallback).
 pub const COOLDOWN_AFTER_RESCALING: &str = "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling";
 /// Flink 2.x name of [`SCALING_INTERVAL_MAX`] (the 1.x key is its deprecated fallback).
-pub const RESOURCE_STABILIZATION_TIMEOUT: &str = "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout";
+pub const RESOURCE_STABILIZATION_TIMEOUT: &str =
+    "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout";
 /// Flink 2.x: how long a rescale may wait for a checkpoint.
 pub const RESCALE_TRIGGER_MAX_DELAY: &str = "jobmanager.adaptive-scheduler.rescale-trigger.max-delay";
 

@@ -178,7 +178,8 @@ impl JobSelection {
 
     /// Whether the job named `name` is autoscaled.
     pub fn selects(&self, name: &str) -> bool {
-        self.include.as_ref().is_none_or(|s| s.is_match(name)) && !self.exclude.as_ref().is_some_and(|s| s.is_match(name))
+        self.include.as_ref().is_none_or(|s| s.is_match(name))
+            && !self.exclude.as_ref().is_some_and(|s| s.is_match(name))
     }
 }
 
@@ -373,8 +374,8 @@ async fn fetch_application(
     unit: &str,
 ) -> Result<Vec<JobFetch>, String> {
     let url = app.jobmanager_url(access).map_err(|e| e.to_string())?;
-    let client = FlinkRestClient::new(&url, jobmanager_config.clone())
-        .map_err(|e| format!("application {}: {e}", app.id))?;
+    let client =
+        FlinkRestClient::new(&url, jobmanager_config.clone()).map_err(|e| format!("application {}: {e}", app.id))?;
     fetch_cluster(source, &client, base, observer, Some(&app.id), unit.to_owned())
         .await
         .map_err(|e| format!("application {}: {e}", app.id))
@@ -432,7 +433,11 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
     async fn fetch(&self, base: &Configuration) -> Result<Vec<SourceJobContext>, FetchError> {
         let mut tasks = tokio::task::JoinSet::new();
         for source in &self.sources {
-            tasks.spawn(Self::fetch_source(source.clone(), base.clone(), Arc::clone(&self.observer)));
+            tasks.spawn(Self::fetch_source(
+                source.clone(),
+                base.clone(),
+                Arc::clone(&self.observer),
+            ));
         }
         let mut results = Vec::with_capacity(self.sources.len());
         while let Some(joined) = tasks.join_next().await {
@@ -453,7 +458,11 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
             let in_source = |unit: &str| unit == source.name || unit.starts_with(&prefix);
             let Some(fetch) = results.iter().find(|r| r.source == source.name) else {
                 failed_sources.push(source.name.clone());
-                out.extend(last.iter().filter(|(u, _)| in_source(u)).flat_map(|(_, jobs)| jobs.iter().map(stale)));
+                out.extend(
+                    last.iter()
+                        .filter(|(u, _)| in_source(u))
+                        .flat_map(|(_, jobs)| jobs.iter().map(stale)),
+                );
                 continue;
             };
             match &fetch.units {
@@ -461,7 +470,11 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
                     tracing::error!(source = %source.name, %error, "could not list the jobs of a source; skipping it this cycle");
                     self.observer.source_fetched(&source.name, Err(error), fetch.elapsed);
                     failed_sources.push(source.name.clone());
-                    out.extend(last.iter().filter(|(u, _)| in_source(u)).flat_map(|(_, jobs)| jobs.iter().map(stale)));
+                    out.extend(
+                        last.iter()
+                            .filter(|(u, _)| in_source(u))
+                            .flat_map(|(_, jobs)| jobs.iter().map(stale)),
+                    );
                 }
                 Ok(units) => {
                     let mut listed = 0;

@@ -165,8 +165,12 @@ fn is_host_port(address: &str) -> bool {
 fn is_application_id(id: &str) -> bool {
     let mut parts = id.split('_');
     parts.next() == Some("application")
-        && parts.next().is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        && parts.next().is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && parts
+            .next()
+            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && parts
+            .next()
+            .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
         && parts.next().is_none()
 }
 
@@ -247,7 +251,10 @@ mod tests {
     #[test]
     fn jobmanager_urls_follow_the_access_mode_and_reject_unusable_addresses() {
         let a = app(Some("10.0.0.7:8081"), Some("https://rm/proxy/application_1_0002/"));
-        assert_eq!(a.jobmanager_url(JobManagerAccess::Direct).ok().as_deref(), Some("http://10.0.0.7:8081"));
+        assert_eq!(
+            a.jobmanager_url(JobManagerAccess::Direct).ok().as_deref(),
+            Some("http://10.0.0.7:8081")
+        );
         assert_eq!(
             a.jobmanager_url(JobManagerAccess::DirectHttps).ok().as_deref(),
             Some("https://10.0.0.7:8081")
@@ -258,7 +265,16 @@ mod tests {
         );
         for bad in ["N/A", "host", "host:0", "host:99999", "a/b:80", ":80"] {
             let err = app(Some(bad), None).jobmanager_url(JobManagerAccess::Direct);
-            assert!(matches!(err, Err(YarnError::MissingAddress { field: "amRPCAddress", .. })), "{bad}");
+            assert!(
+                matches!(
+                    err,
+                    Err(YarnError::MissingAddress {
+                        field: "amRPCAddress",
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
         }
         assert!(app(None, Some("N/A")).jobmanager_url(JobManagerAccess::Proxy).is_err());
     }
@@ -266,7 +282,13 @@ mod tests {
     #[test]
     fn application_ids_and_access_modes_parse() {
         assert!(is_application_id("application_1700000000000_0001"));
-        for bad in ["application_1", "application__1", "app_1_2", "application_1_2/../x", "application_1_2_3"] {
+        for bad in [
+            "application_1",
+            "application__1",
+            "app_1_2",
+            "application_1_2/../x",
+            "application_1_2_3",
+        ] {
             assert!(!is_application_id(bad), "{bad}");
         }
         assert_eq!(JobManagerAccess::parse("Proxy"), Some(JobManagerAccess::Proxy));

@@ -12,8 +12,8 @@ use autoscaler_realizer::{
 };
 use chrono::{TimeZone, Utc};
 use serde_json::json;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -75,7 +75,11 @@ async fn cycles_wait_for_the_rescale_in_flight() {
     ctx.job_id = Some(JOB.to_owned());
     let start = Utc.timestamp_opt(1_000_000, 0).single().expect("valid");
     let clock = Arc::new(ManualClock::new(start));
-    let cooldown = Arc::new(CooldownRealizer::with_clock(Accept, CooldownConfig::default(), clock.clone()));
+    let cooldown = Arc::new(CooldownRealizer::with_clock(
+        Accept,
+        CooldownConfig::default(),
+        clock.clone(),
+    ));
     let cycles = Cycles::default();
     let guard = RescaleInFlightGuard::new(cycles.clone(), Arc::clone(&cooldown));
     let count = || cycles.0.load(Ordering::SeqCst);
@@ -99,7 +103,10 @@ async fn cycles_wait_for_the_rescale_in_flight() {
     clock.advance(Duration::from_secs(20));
     guard.scale(&ctx).await.expect("ok"); // releases the held request (now forwarded)
     assert_eq!(count(), 1);
-    assert!(matches!(cooldown.in_flight(&"k".to_owned()), InFlight::Forwarded { .. }));
+    assert!(matches!(
+        cooldown.in_flight(&"k".to_owned()),
+        InFlight::Forwarded { .. }
+    ));
 
     // Flink never applies it (no slots): after 30 s + 300 s grace the mark expires and cycles resume.
     guard.scale(&ctx).await.expect("ok");

@@ -184,9 +184,11 @@ async fn jobs_of_clusters_and_yarn_applications_get_source_keys() {
 async fn apps_null_is_an_empty_list() {
     let rm = resource_manager(json!({"apps": null})).await;
     let observer = Arc::new(Recorder::default());
-    let fetcher =
-        MultiSourceJobListFetcher::new(vec![yarn_source("y", &rm.uri(), JobManagerAccess::Direct)], observer.clone())
-            .expect("fetcher");
+    let fetcher = MultiSourceJobListFetcher::new(
+        vec![yarn_source("y", &rm.uri(), JobManagerAccess::Direct)],
+        observer.clone(),
+    )
+    .expect("fetcher");
     assert!(fetcher.fetch(&Configuration::new()).await.expect("fetch").is_empty());
     assert_eq!(observer.take(), vec![("y".into(), Ok(0))]);
 }
@@ -211,12 +213,17 @@ async fn resource_manager_down_is_skipped_and_the_other_sources_go_on() {
     assert_eq!(fetched[0], ("prod".into(), Ok(1)));
     let (name, outcome) = &fetched[1];
     assert_eq!(name, "y");
-    assert!(outcome.as_ref().is_err_and(|e| e.contains("ws/v1/cluster/apps")), "{outcome:?}");
+    assert!(
+        outcome.as_ref().is_err_and(|e| e.contains("ws/v1/cluster/apps")),
+        "{outcome:?}"
+    );
 
     // Every source down: the fetch fails, so the control loop skips the cycle and cleans nothing.
-    let only_down =
-        MultiSourceJobListFetcher::new(vec![yarn_source("y", &down, JobManagerAccess::Direct)], observer.clone())
-            .expect("fetcher");
+    let only_down = MultiSourceJobListFetcher::new(
+        vec![yarn_source("y", &down, JobManagerAccess::Direct)],
+        observer.clone(),
+    )
+    .expect("fetcher");
     assert!(only_down.fetch(&Configuration::new()).await.is_err());
 }
 
@@ -242,7 +249,10 @@ async fn malformed_answers_fail_only_their_source() {
     assert_eq!(jobs.len(), 1);
     let failed: Vec<_> = observer.take().into_iter().filter(|(_, o)| o.is_err()).collect();
     assert_eq!(failed.len(), 1);
-    assert!(failed[0].1.as_ref().is_err_and(|e| e.contains("does not parse")), "{failed:?}");
+    assert!(
+        failed[0].1.as_ref().is_err_and(|e| e.contains("does not parse")),
+        "{failed:?}"
+    );
 }
 
 /// Mounts an RM answer that replaces earlier ones (wiremock: the newest mock with the same
@@ -270,9 +280,11 @@ async fn an_application_that_is_gone_vanishes_and_an_unreachable_one_keeps_its_j
     )
     .await;
     let observer = Arc::new(Recorder::default());
-    let fetcher =
-        MultiSourceJobListFetcher::new(vec![yarn_source("y", &rm.uri(), JobManagerAccess::Direct)], observer.clone())
-            .expect("fetcher");
+    let fetcher = MultiSourceJobListFetcher::new(
+        vec![yarn_source("y", &rm.uri(), JobManagerAccess::Direct)],
+        observer.clone(),
+    )
+    .expect("fetcher");
     let first = fetcher.fetch(&Configuration::new()).await.expect("fetch");
     assert_eq!(first.len(), 2);
 
@@ -318,11 +330,16 @@ async fn jobmanagers_behind_the_rm_proxy_and_proxy_errors() {
         .await;
     mount_jobmanager(&rm, &format!("/proxy/{app_id}"), &[(J3, "via-proxy")]).await;
     let observer = Arc::new(Recorder::default());
-    let fetcher =
-        MultiSourceJobListFetcher::new(vec![yarn_source("y", &rm.uri(), JobManagerAccess::Proxy)], observer.clone())
-            .expect("fetcher");
+    let fetcher = MultiSourceJobListFetcher::new(
+        vec![yarn_source("y", &rm.uri(), JobManagerAccess::Proxy)],
+        observer.clone(),
+    )
+    .expect("fetcher");
     let jobs = fetcher.fetch(&Configuration::new()).await.expect("fetch");
-    assert_eq!(keys(&jobs), vec![(format!("y/{app_id}/{J3}"), Some(JobStatus::Running))]);
+    assert_eq!(
+        keys(&jobs),
+        vec![(format!("y/{app_id}/{J3}"), Some(JobStatus::Running))]
+    );
     assert_eq!(jobs[0].client.base_url(), tracking);
 
     // The proxy starts answering 500: the job is kept, unscaled, and the failure is reported.
@@ -368,7 +385,9 @@ async fn each_source_sends_its_own_auth_header() {
     let sources = vec![
         JobSource::new(
             "a",
-            SourceKind::FlinkCluster(FlinkRestClient::new(&jm.uri(), with(Some(AuthHeader::bearer("tok-a")))).expect("c")),
+            SourceKind::FlinkCluster(
+                FlinkRestClient::new(&jm.uri(), with(Some(AuthHeader::bearer("tok-a")))).expect("c"),
+            ),
             JobSelection::all(),
         )
         .expect("s"),

@@ -75,11 +75,7 @@ mod tests {
         stream.write_all(request.as_bytes()).await.expect("write");
         let mut response = String::new();
         stream.read_to_string(&mut response).await.expect("read");
-        let status = response
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
+        let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         (status, response)
     }
 
@@ -104,10 +100,15 @@ mod tests {
             let (status, body) = get_text(addr, "/metrics").await;
             assert_eq!(status, 200);
             assert!(body.contains("process_series 1"), "{body}");
-            assert!(body.contains("# TYPE flink_autoscaler_scalings_total counter"), "{body}");
+            assert!(
+                body.contains("# TYPE flink_autoscaler_scalings_total counter"),
+                "{body}"
+            );
             assert!(get_text(addr, "/extra").await.1.ends_with("merged"));
         };
-        tokio::time::timeout(Duration::from_secs(20), run).await.expect("in time");
+        tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .expect("in time");
         let _ = stop.send(());
         let stopped = tokio::time::timeout(Duration::from_secs(5), server).await;
         assert!(matches!(stopped, Ok(Ok(Ok(())))), "server stops on shutdown");

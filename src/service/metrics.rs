@@ -48,7 +48,9 @@ pub const STATE_FLUSH_DURATION: &str = "flink_autoscaler_state_flush_duration_se
 pub const STATE_FLUSH_ERRORS: &str = "flink_autoscaler_state_flush_errors_total";
 
 /// Histogram buckets (seconds) of the process-wide latency series.
-pub const LATENCY_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -239,7 +241,10 @@ impl ServiceMetrics {
 
     /// Drops every series of the job (it vanished).
     pub fn remove_job(&self, job_key: &str) {
-        self.jobs.write().unwrap_or_else(PoisonError::into_inner).remove(job_key);
+        self.jobs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(job_key);
     }
 
     /// Keys of the jobs with series.
@@ -272,12 +277,16 @@ impl ServiceMetrics {
                 "Autoscaler cycles run for the job.",
                 &(|s: &JobSeries| s.cycles.load(Ordering::Relaxed)) as &dyn Fn(&JobSeries) -> u64,
             ),
-            ("flink_autoscaler_errors_total", "Autoscaler cycles of the job that failed.", &|s: &JobSeries| {
-                s.errors.load(Ordering::Relaxed)
-            }),
-            ("flink_autoscaler_scalings_total", "Rescales the autoscaler decided for the job.", &|s: &JobSeries| {
-                s.scalings.load(Ordering::Relaxed)
-            }),
+            (
+                "flink_autoscaler_errors_total",
+                "Autoscaler cycles of the job that failed.",
+                &|s: &JobSeries| s.errors.load(Ordering::Relaxed),
+            ),
+            (
+                "flink_autoscaler_scalings_total",
+                "Rescales the autoscaler decided for the job.",
+                &|s: &JobSeries| s.scalings.load(Ordering::Relaxed),
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
             for job in &jobs {
@@ -312,7 +321,10 @@ impl ServiceMetrics {
                             return;
                         }
                         if !header {
-                            let _ = writeln!(out, "# HELP {name} The autoscaler's evaluated {metric} per vertex.\n# TYPE {name} gauge");
+                            let _ = writeln!(
+                                out,
+                                "# HELP {name} The autoscaler's evaluated {metric} per vertex.\n# TYPE {name} gauge"
+                            );
                             header = true;
                         }
                         match stat {
@@ -336,7 +348,10 @@ impl ServiceMetrics {
             }
         }
         let name = "flink_autoscaler_recommended_parallelism";
-        let _ = writeln!(out, "# HELP {name} The parallelism the autoscaler recommends per vertex.\n# TYPE {name} gauge");
+        let _ = writeln!(
+            out,
+            "# HELP {name} The parallelism the autoscaler recommends per vertex.\n# TYPE {name} gauge"
+        );
         for (job, _, names) in &views {
             for (vertex, value) in lock(&job.recommended).iter() {
                 let _ = writeln!(out, "{name}{{{}}} {}", vertex_label(job, vertex, names), number(*value));
@@ -414,13 +429,26 @@ mod tests {
         let metrics = ServiceMetrics::new();
         let series = metrics.job(&labels("j1", "orders \"eu\""));
         let mut vertex = EvaluatedVertexMetrics::default();
-        vertex.insert(ScalingMetric::TrueProcessingRate, EvaluatedScalingMetric { current: f64::NAN, average: 1052.5 });
+        vertex.insert(
+            ScalingMetric::TrueProcessingRate,
+            EvaluatedScalingMetric {
+                current: f64::NAN,
+                average: 1052.5,
+            },
+        );
         vertex.insert(ScalingMetric::Parallelism, EvaluatedScalingMetric::of(2.0));
         vertex.insert(ScalingMetric::Lag, EvaluatedScalingMetric::of(0.0));
         let mut evaluated = EvaluatedMetrics::default();
         evaluated.vertices.insert(VertexId::new("v1"), vertex);
         series.set_evaluation(Arc::new(evaluated));
-        let topology = JobTopology::new(vec![VertexSpec { name: Some("Sink".into()), ..VertexSpec::new("v1", 2, 128) }], vec![]).expect("topology");
+        let topology = JobTopology::new(
+            vec![VertexSpec {
+                name: Some("Sink".into()),
+                ..VertexSpec::new("v1", 2, 128)
+            }],
+            vec![],
+        )
+        .expect("topology");
         series.set_topology(&topology);
         series.set_gauge("v1.RECOMMENDED_PARALLELISM.Current", 4.0);
         series.set_gauge("v1.TRUE_PROCESSING_RATE.Current", 9.0);
@@ -429,15 +457,39 @@ mod tests {
 
         let text = metrics.render_jobs();
         let job = r#"source="prod",job_id="j1",job_name="orders \"eu\"",vertex_id="v1",vertex_name="Sink""#;
-        assert!(text.contains(&format!("flink_autoscaler_true_processing_rate{{{job},stat=\"average\"}} 1052.5\n")), "{text}");
+        assert!(
+            text.contains(&format!(
+                "flink_autoscaler_true_processing_rate{{{job},stat=\"average\"}} 1052.5\n"
+            )),
+            "{text}"
+        );
         // NaN current: no sample.
         assert!(!text.contains("stat=\"current\"} NaN"), "{text}");
-        assert!(text.contains(&format!("flink_autoscaler_parallelism{{{job}}} 2\n")), "{text}");
-        assert!(text.contains(&format!("flink_autoscaler_recommended_parallelism{{{job}}} 4\n")), "{text}");
-        assert!(text.contains(&format!("flink_autoscaler_lag{{{job},stat=\"current\"}} 0\n")), "{text}");
-        assert!(text.contains("flink_autoscaler_scalings_total{source=\"prod\",job_id=\"j1\"} 1\n"), "{text}");
-        assert!(text.contains("flink_autoscaler_cycles_total{source=\"prod\",job_id=\"j1\"} 1\n"), "{text}");
-        assert_eq!(text.matches("# TYPE flink_autoscaler_true_processing_rate gauge").count(), 1);
+        assert!(
+            text.contains(&format!("flink_autoscaler_parallelism{{{job}}} 2\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("flink_autoscaler_recommended_parallelism{{{job}}} 4\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("flink_autoscaler_lag{{{job},stat=\"current\"}} 0\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains("flink_autoscaler_scalings_total{source=\"prod\",job_id=\"j1\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flink_autoscaler_cycles_total{source=\"prod\",job_id=\"j1\"} 1\n"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("# TYPE flink_autoscaler_true_processing_rate gauge")
+                .count(),
+            1
+        );
 
         metrics.remove_job("prod/j1");
         let text = metrics.render_jobs();
@@ -453,6 +505,9 @@ mod tests {
         metrics.source_fetched("prod", Ok(0), Duration::ZERO);
         assert!(metrics.health().is_ready());
         metrics.health().set_state_ok(false);
-        assert_eq!(metrics.health().not_ready_reason(), Some("the state store is unreachable (the last flush failed)"));
+        assert_eq!(
+            metrics.health().not_ready_reason(),
+            Some("the state store is unreachable (the last flush failed)")
+        );
     }
 }

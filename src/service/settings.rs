@@ -169,7 +169,13 @@ pub fn parse_source(spec: &str, kind: SourceType, key: &str) -> Result<SourceSpe
             };
             format!("{host_port}{port}")
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
                 .collect()
         }
     };
@@ -218,7 +224,11 @@ pub fn source_specs(
         if specs.is_empty() || reference_keys.iter().any(|k| conf.contains_key(k)) {
             let url = autoscaler_realizer::flink_cluster_rest_url(conf)
                 .map_err(|e| invalid(autoscaler_realizer::FLINK_CLUSTER_PORT, e.to_string()))?;
-            specs.push(parse_source(&url, SourceType::Flink, autoscaler_realizer::FLINK_CLUSTER_HOST)?);
+            specs.push(parse_source(
+                &url,
+                SourceType::Flink,
+                autoscaler_realizer::FLINK_CLUSTER_HOST,
+            )?);
         }
     }
     let mut names = std::collections::HashSet::new();
@@ -250,8 +260,12 @@ fn secret_setting(conf: &Configuration, key: &str) -> Result<Option<Secret>, Set
     let Some(value) = conf.get(key) else {
         return Ok(None);
     };
-    let source = SecretSource::parse(value)
-        .ok_or_else(|| invalid(key, "a secret must be given as env:VARIABLE or file:PATH, never literally"))?;
+    let source = SecretSource::parse(value).ok_or_else(|| {
+        invalid(
+            key,
+            "a secret must be given as env:VARIABLE or file:PATH, never literally",
+        )
+    })?;
     source.read().map(Some).map_err(|e| invalid(key, e.to_string()))
 }
 
@@ -279,12 +293,12 @@ pub fn source_client_config(
             ));
         }
         (Some(token), None, None) => Some(AuthHeader::bearer(token.expose())),
-        (None, Some(user), password) => Some(AuthHeader::basic(
-            user,
-            password.as_ref().map_or("", |p| p.expose()),
-        )),
+        (None, Some(user), password) => Some(AuthHeader::basic(user, password.as_ref().map_or("", |p| p.expose()))),
         (None, None, Some(_)) => {
-            return Err(invalid(source_key(name, "auth.username"), "a password needs a username"));
+            return Err(invalid(
+                source_key(name, "auth.username"),
+                "a password needs a username",
+            ));
         }
         (None, None, None) => None,
     };
@@ -297,7 +311,11 @@ pub fn source_client_config(
 }
 
 /// Builds the [`JobSource`] of `spec` with its per-source settings.
-pub fn build_source(spec: &SourceSpec, conf: &Configuration, base: &RestClientConfig) -> Result<JobSource, SettingsError> {
+pub fn build_source(
+    spec: &SourceSpec,
+    conf: &Configuration,
+    base: &RestClientConfig,
+) -> Result<JobSource, SettingsError> {
     let config = source_client_config(&spec.name, conf, base)?;
     let include_key = source_key(&spec.name, "jobs.include");
     let exclude_key = source_key(&spec.name, "jobs.exclude");
@@ -306,9 +324,9 @@ pub fn build_source(spec: &SourceSpec, conf: &Configuration, base: &RestClientCo
     let selection = JobSelection::new(&include, &exclude).map_err(|e| invalid(&include_key, e.to_string()))?;
     let shown = format!("source {}", spec.name);
     let kind = match spec.kind {
-        SourceType::Flink => {
-            SourceKind::FlinkCluster(FlinkRestClient::new(&spec.url, config).map_err(|e| invalid(&shown, e.to_string()))?)
-        }
+        SourceType::Flink => SourceKind::FlinkCluster(
+            FlinkRestClient::new(&spec.url, config).map_err(|e| invalid(&shown, e.to_string()))?,
+        ),
         SourceType::Yarn => {
             let access_key = source_key(&spec.name, "yarn.jobmanager-access");
             let access = match conf.get(&access_key) {
@@ -382,7 +400,10 @@ pub fn jdbc_to_sqlx_url(jdbc: &str, user: Option<&str>, password: Option<&Secret
         .ok_or_else(|| invalid(JDBC_URL, format!("{:?} does not start with jdbc:", redact_url(jdbc))))?;
     let translated = if let Some(r) = rest.strip_prefix("postgresql://") {
         format!("postgres://{r}")
-    } else if let Some(r) = rest.strip_prefix("mysql://").or_else(|| rest.strip_prefix("mariadb://")) {
+    } else if let Some(r) = rest
+        .strip_prefix("mysql://")
+        .or_else(|| rest.strip_prefix("mariadb://"))
+    {
         format!("mysql://{r}")
     } else {
         return Err(invalid(
@@ -431,7 +452,9 @@ pub fn storage(
         let url = conf
             .get(JDBC_URL)
             .ok_or_else(|| invalid(JDBC_URL, "required when a type is JDBC"))?;
-        let env = conf.get(JDBC_PASSWORD_ENV_VARIABLE).unwrap_or(DEFAULT_JDBC_PASSWORD_ENV);
+        let env = conf
+            .get(JDBC_PASSWORD_ENV_VARIABLE)
+            .unwrap_or(DEFAULT_JDBC_PASSWORD_ENV);
         let password = std::env::var(env).ok().filter(|p| !p.is_empty()).map(Secret::new);
         jdbc_to_sqlx_url(url, conf.get(JDBC_USERNAME), password.as_ref())
     };
@@ -489,7 +512,14 @@ mod tests {
         ]);
         let from_file = source_specs(&[], &[], &conf).expect("specs");
         let names: Vec<_> = from_file.iter().map(|s| (s.name.as_str(), s.kind)).collect();
-        assert_eq!(names, [("a", SourceType::Flink), ("b", SourceType::Flink), ("rm", SourceType::Yarn)]);
+        assert_eq!(
+            names,
+            [
+                ("a", SourceType::Flink),
+                ("b", SourceType::Flink),
+                ("rm", SourceType::Yarn)
+            ]
+        );
 
         let from_flags = source_specs(&["http://jm-c:9000".into()], &[], &conf).expect("specs");
         assert_eq!(from_flags.len(), 1);
@@ -498,9 +528,16 @@ mod tests {
         let reference = Configuration::from_iter([("autoscaler.standalone.fetcher.flink-cluster.host", "jm")]);
         let one = source_specs(&[], &[], &reference).expect("specs");
         assert_eq!(one[0].url, "http://jm:8081");
-        assert_eq!(source_specs(&[], &[], &Configuration::new()).expect("default")[0].url, "http://localhost:8081");
+        assert_eq!(
+            source_specs(&[], &[], &Configuration::new()).expect("default")[0].url,
+            "http://localhost:8081"
+        );
 
-        let dup = source_specs(&["http://jm:1".into(), "http://jm:1/".into()], &[], &Configuration::new());
+        let dup = source_specs(
+            &["http://jm:1".into(), "http://jm:1/".into()],
+            &[],
+            &Configuration::new(),
+        );
         assert!(dup.is_err());
         let bad = parse_source("ftp://x", SourceType::Flink, "--flink-url");
         assert!(bad.is_err());
@@ -515,17 +552,27 @@ mod tests {
         let ca = dir.join("ca.pem");
         std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").expect("write");
         let conf = Configuration::from_iter([
-            (source_key("a", "auth.bearer-token"), format!("file:{}", token.display())),
+            (
+                source_key("a", "auth.bearer-token"),
+                format!("file:{}", token.display()),
+            ),
             (source_key("a", "tls.ca-file"), ca.display().to_string()),
             (source_key("b", "auth.username"), "flink".to_owned()),
-            (source_key("b", "auth.password"), "env:FA_SETTINGS_TEST_UNSET".to_owned()),
+            (
+                source_key("b", "auth.password"),
+                "env:FA_SETTINGS_TEST_UNSET".to_owned(),
+            ),
             (source_key("c", "auth.bearer-token"), "literal-secret".to_owned()),
         ]);
         let a = source_client_config("a", &conf, &RestClientConfig::default()).expect("a");
         assert_eq!(a.auth_header, Some(AuthHeader::bearer("tok-1")));
         assert!(a.tls.ca_certificate_pem.is_some());
         let b = source_client_config("b", &conf, &RestClientConfig::default());
-        assert!(b.as_ref().is_err_and(|e| e.to_string().contains("FA_SETTINGS_TEST_UNSET")), "{b:?}");
+        assert!(
+            b.as_ref()
+                .is_err_and(|e| e.to_string().contains("FA_SETTINGS_TEST_UNSET")),
+            "{b:?}"
+        );
         let c = source_client_config("c", &conf, &RestClientConfig::default()).expect_err("literal refused");
         assert!(!c.to_string().contains("literal-secret"), "{c}");
         let none = source_client_config("d", &conf, &RestClientConfig::default()).expect("d");
@@ -540,7 +587,10 @@ mod tests {
         assert_eq!(default.state_url.expose(), DEFAULT_STATE_URL);
         assert_eq!(default.events, EventsTarget::Logging);
         let memory = Configuration::from_iter([(STATE_STORE_TYPE, "MEMORY")]);
-        assert_eq!(storage(None, None, None, &memory).expect("memory").state_url.expose(), "memory");
+        assert_eq!(
+            storage(None, None, None, &memory).expect("memory").state_url.expose(),
+            "memory"
+        );
 
         // `std::env::set_var` needs `unsafe` (forbidden here), so the password variable is one
         // that is always set: PATH, with characters that need percent-encoding.
