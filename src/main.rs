@@ -26,7 +26,7 @@ enum Command {
         scenario: String,
     },
     /// Run the standalone autoscaler against Flink clusters and YARN (adaptive scheduler, rescale API).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
 }
 
 /// Reads the scenario text from a path or stdin.
@@ -114,7 +114,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = std::panic::catch_unwind(|| match cli.command {
         Command::Replay { scenario } => run_replay(&scenario),
-        Command::Run(args) => run_standalone(args),
+        Command::Run(args) => run_standalone(*args),
     });
     code.unwrap_or(ExitCode::from(3))
 }

@@ -300,7 +300,7 @@ impl ServiceMetrics {
             }
         }
         // One consistent view per job for the whole rendering.
-        let views: Vec<(&JobSeries, Option<Arc<EvaluatedMetrics>>, Arc<HashMap<String, String>>)> = jobs
+        let views: Vec<JobView<'_>> = jobs
             .iter()
             .map(|j| (&**j, lock(&j.evaluation).clone(), Arc::clone(&lock(&j.vertex_names))))
             .collect();
@@ -360,6 +360,9 @@ impl ServiceMetrics {
         out
     }
 }
+
+/// One job's series as seen by one rendering: labels, latest evaluation, vertex names.
+type JobView<'a> = (&'a JobSeries, Option<Arc<EvaluatedMetrics>>, Arc<HashMap<String, String>>);
 
 fn vertex_label(job: &JobSeries, vertex: &str, names: &HashMap<String, String>) -> String {
     format!(
