@@ -16,6 +16,7 @@ pub mod excluded_periods;
 pub mod job_autoscaler;
 pub mod options;
 pub mod realizer;
+pub mod record;
 pub mod scaling;
 pub mod standalone;
 pub mod state;

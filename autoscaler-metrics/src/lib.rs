@@ -21,7 +21,10 @@ pub mod json_number;
 
 pub use collected::{CollectedMetrics, MetricHistory};
 pub use error::MetricsError;
-pub use evaluate::{EvaluationConfig, compute_processing_rate_thresholds, evaluate, target_processing_capacity};
+pub use evaluate::{
+    EvaluationConfig, TprEstimate, TprSource, compute_processing_rate_thresholds, evaluate, target_processing_capacity,
+    true_processing_rate_estimates,
+};
 pub use evaluated::EvaluatedMetrics;
 pub use history_stats::{metric_average, metric_rate};
 pub use metric::{
