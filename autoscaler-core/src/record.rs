@@ -474,7 +474,13 @@ fn summary_of(outcome: DecisionOutcome, vertices: &BTreeMap<String, VertexRecord
         .filter(|(_, v)| !matches!(v.reason, VertexReason::WithinBounds))
         .map(|(id, v)| format!("{id} {} -> {}", v.current_parallelism, v.recommended_parallelism))
         .collect();
-    let count = |n: usize| if n == 1 { "1 vertex".to_owned() } else { format!("{n} vertices") };
+    let count = |n: usize| {
+        if n == 1 {
+            "1 vertex".to_owned()
+        } else {
+            format!("{n} vertices")
+        }
+    };
     match outcome {
         DecisionOutcome::Scale => format!("scale {}: {}", count(changes.len()), changes.join(", ")),
         DecisionOutcome::NoChange(NoChangeReason::AtTarget) => "no change: every vertex is at its target".to_owned(),
@@ -633,7 +639,11 @@ impl DecisionRecord {
             .topological_order()
             .iter()
             .map(|&i| &topology.vertices()[i].id)
-            .filter(|id| roles.get(id.as_str()).is_some_and(|(r, _)| *r == VertexRole::Bottleneck))
+            .filter(|id| {
+                roles
+                    .get(id.as_str())
+                    .is_some_and(|(r, _)| *r == VertexRole::Bottleneck)
+            })
             .map(|id| id.to_string())
             .collect();
         self.root_cause = root_cause_line(topology, self);

@@ -32,7 +32,13 @@ fn options() -> AutoScalerOptions {
 }
 
 /// Evaluated metrics: `tpr` and `target` rates, thresholds `(up, down)`.
-fn metrics(parallelism: u32, max_parallelism: u32, tpr: f64, target: f64, bounds: (f64, f64)) -> EvaluatedVertexMetrics {
+fn metrics(
+    parallelism: u32,
+    max_parallelism: u32,
+    tpr: f64,
+    target: f64,
+    bounds: (f64, f64),
+) -> EvaluatedVertexMetrics {
     let mut m = EvaluatedVertexMetrics::new();
     m.insert(
         ScalingMetric::Parallelism,
@@ -47,8 +53,14 @@ fn metrics(parallelism: u32, max_parallelism: u32, tpr: f64, target: f64, bounds
     m.insert(ScalingMetric::TargetDataRate, EvaluatedScalingMetric::avg(target));
     m.insert(ScalingMetric::CatchUpDataRate, EvaluatedScalingMetric::of(0.0));
     m.insert(ScalingMetric::Load, EvaluatedScalingMetric::avg(0.5));
-    m.insert(ScalingMetric::ScaleUpRateThreshold, EvaluatedScalingMetric::of(bounds.0));
-    m.insert(ScalingMetric::ScaleDownRateThreshold, EvaluatedScalingMetric::of(bounds.1));
+    m.insert(
+        ScalingMetric::ScaleUpRateThreshold,
+        EvaluatedScalingMetric::of(bounds.0),
+    );
+    m.insert(
+        ScalingMetric::ScaleDownRateThreshold,
+        EvaluatedScalingMetric::of(bounds.1),
+    );
     m
 }
 
@@ -224,7 +236,10 @@ fn ineffective_scale_up_is_blocked() {
     job.options.scaling_effectiveness_detection_enabled = true;
     // Last scale-up 2 -> 4 expected 1000 -> 2000; now 1050: 50 / 1000 = 0.05 < 0.1.
     let mut last = metrics(2, 720, 1000.0, 2000.0, (1500.0, 3000.0));
-    last.insert(ScalingMetric::ExpectedProcessingRate, EvaluatedScalingMetric::of(2000.0));
+    last.insert(
+        ScalingMetric::ExpectedProcessingRate,
+        EvaluatedScalingMetric::of(2000.0),
+    );
     job.history.entry(VertexId::new("map")).or_default().insert(
         at(-10),
         ScalingSummary {
@@ -238,7 +253,11 @@ fn ineffective_scale_up_is_blocked() {
     assert!(decision.events.iter().any(|e| e.reason == "IneffectiveScaling"));
     assert_eq!(reason(&record, "map"), VertexReason::IneffectiveScaling);
     assert_eq!(record.vertices["map"].target_parallelism, 4);
-    assert!(record.vertices["map"].detail.contains("4 -> 8"), "{}", record.vertices["map"].detail);
+    assert!(
+        record.vertices["map"].detail.contains("4 -> 8"),
+        "{}",
+        record.vertices["map"].detail
+    );
     assert_eq!(record.outcome, JobOutcome::NoChange);
 }
 
@@ -266,7 +285,11 @@ fn legacy_alignment_cancels_the_change() {
     let (decision, record) = job.decide();
     assert!(decision.events.iter().any(|e| e.reason == "ScalingLimited"));
     assert_eq!(reason(&record, "src"), VertexReason::Alignment);
-    assert!(record.vertices["src"].detail.contains("22 -> 25"), "{}", record.vertices["src"].detail);
+    assert!(
+        record.vertices["src"].detail.contains("22 -> 25"),
+        "{}",
+        record.vertices["src"].detail
+    );
 }
 
 #[test]
@@ -276,7 +299,10 @@ fn max_parallelism_blocks_a_scale_up_at_the_cap() {
     job.set("map", metrics(4, 4, 1000.0, 2000.0, (1500.0, 3000.0)));
     let (_, record) = job.decide();
     assert_eq!(reason(&record, "map"), VertexReason::MaxParallelism);
-    assert_eq!(record.vertices["map"].detail, "needs 8, but the maximum parallelism is 4");
+    assert_eq!(
+        record.vertices["map"].detail,
+        "needs 8, but the maximum parallelism is 4"
+    );
     // Capped above current: still a scale-up (to the cap).
     job.set("map", metrics(4, 6, 1000.0, 2000.0, (1500.0, 3000.0)));
     let (_, record) = job.decide();
@@ -382,7 +408,10 @@ fn tpr_source_is_explained() {
     let tpr = BTreeMap::from([
         (VertexId::new("src"), estimate(1500.0, 1000.0, TprSource::Observed)),
         (VertexId::new("map"), estimate(1000.0, f64::NAN, TprSource::BusyTime)),
-        (VertexId::new("sink"), estimate(f64::INFINITY, 1000.0, TprSource::Observed)),
+        (
+            VertexId::new("sink"),
+            estimate(f64::INFINITY, 1000.0, TprSource::Observed),
+        ),
     ]);
     let record = DecisionRecord::decided(&RecordInput {
         at: at(0),
@@ -403,7 +432,10 @@ fn tpr_source_is_explained() {
     assert_eq!(why("map"), "busy time: no observed rate");
     assert_eq!(why("sink"), "observed: the busy-time estimate is unusable (inf)");
     let json = serde_json::to_value(&record).unwrap_or_default();
-    assert_eq!(json["vertices"]["sink"]["true_processing_rate"]["busy_time"], "Infinity");
+    assert_eq!(
+        json["vertices"]["sink"]["true_processing_rate"]["busy_time"],
+        "Infinity"
+    );
     assert_eq!(json["vertices"]["src"]["true_processing_rate"]["source"], "observed");
 }
 
@@ -412,8 +444,14 @@ fn roles_fill_the_root_cause_line_and_json_round_trips() {
     let mut job = Job::new();
     let (_, mut record) = job.decide();
     let roles = BTreeMap::from([
-        (VertexId::new("src"), (VertexRole::Backpressured, Some(VertexId::new("sink")))),
-        (VertexId::new("map"), (VertexRole::Backpressured, Some(VertexId::new("sink")))),
+        (
+            VertexId::new("src"),
+            (VertexRole::Backpressured, Some(VertexId::new("sink"))),
+        ),
+        (
+            VertexId::new("map"),
+            (VertexRole::Backpressured, Some(VertexId::new("sink"))),
+        ),
         (VertexId::new("sink"), (VertexRole::Bottleneck, None)),
     ]);
     record.vertices.get_mut("sink").map(|v| v.load = 0.984);

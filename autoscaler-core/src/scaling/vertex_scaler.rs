@@ -1,12 +1,12 @@
 //! The per-vertex parallelism computation (the reference's
 //! `JobVertexScaler.computeScaleTargetParallelism`, anchor §2.4).
 
-use super::{CycleEvent, VertexConstraint};
 use super::alignment::{AlignmentContext, align};
 use super::capacity::target_processing_capacity;
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
 use super::java_format::{ceil_decimal, java_double_to_string};
 use super::report;
+use super::{CycleEvent, VertexConstraint};
 use crate::options::AutoScalerOptions;
 use crate::state::{DelayedScaleDown, ScalingSummary};
 use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId};
@@ -130,7 +130,10 @@ pub(crate) fn compute_scale_target_parallelism(
         // A non-positive result only comes from nonsensical limits; the reference rejects it.
         _ => {
             clear_vertex(delayed_scale_down, input.vertex);
-            return VertexScaleResult { constraint, ..unchanged };
+            return VertexScaleResult {
+                constraint,
+                ..unchanged
+            };
         }
     };
 
