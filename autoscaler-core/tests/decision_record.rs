@@ -454,7 +454,9 @@ fn roles_fill_the_root_cause_line_and_json_round_trips() {
         ),
         (VertexId::new("sink"), (VertexRole::Bottleneck, None)),
     ]);
-    record.vertices.get_mut("sink").map(|v| v.load = 0.984);
+    if let Some(v) = record.vertices.get_mut("sink") {
+        v.load = 0.984;
+    }
     record.set_roles(&job.topology, &roles);
     assert_eq!(record.bottlenecks, ["sink"]);
     // Nearest victim first; 0.984 -> 98%.
