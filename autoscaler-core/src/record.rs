@@ -28,7 +28,7 @@
 //!
 //! Per vertex, `reason` is one of [`VertexReason`]'s codes; `until` is set only for
 //! `scale_down_delayed`. Per job, `outcome` is one of [`JobOutcome`]'s codes and `reason` refines
-//! it (the replay format's reason strings, plus `veto`).
+//! it (the replay format's reason strings).
 
 use crate::options::AutoScalerOptions;
 use crate::scaling::{BlockReason, Decision, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision};
@@ -53,7 +53,7 @@ pub enum JobOutcome {
     /// Nothing to apply (`at_target`, `within_bounds`).
     NoChange,
     /// A change was wanted but not executed (`memory_pressure`, `scaling_disabled`,
-    /// `excluded_period`, `resource_quota`, `veto`).
+    /// `excluded_period`, `resource_quota`, `cluster_resources`, `vetoed`).
     Blocked,
     /// Not enough data to decide (`metrics_not_ready`, `insufficient_samples`, `stabilizing`,
     /// `window_not_full`).
@@ -101,7 +101,8 @@ pub enum VertexReason {
     ScalingDisabled,
     /// GC pressure or heap usage blocked every change.
     MemoryPressure,
-    /// A change was wanted, but `quota.cpu` / `quota.memory` would be exceeded.
+    /// A change was wanted, but `quota.cpu` / `quota.memory` would be exceeded, or the cluster
+    /// cannot schedule the TaskManagers needed.
     Quota,
     /// A scale-up was blocked because the last one was ineffective.
     IneffectiveScaling,
@@ -109,7 +110,7 @@ pub enum VertexReason {
     Alignment,
     /// A scale-up was wanted, but the vertex is at its maximum parallelism.
     MaxParallelism,
-    /// The change was vetoed (by a validator or a platform's policy).
+    /// The change was vetoed (by a scaling executor plugin, a validator or a platform's policy).
     Veto,
     /// Not enough data: the cycle did not decide, or the vertex has no processing-rate estimate.
     NotReady,
@@ -418,6 +419,11 @@ fn vertex_reason(vd: &VertexDecision, outcome: DecisionOutcome) -> (VertexReason
                     BlockReason::ScalingDisabled => (VertexReason::ScalingDisabled, "scaling.enabled is false"),
                     BlockReason::MemoryPressure => (VertexReason::MemoryPressure, "memory pressure"),
                     BlockReason::ResourceQuota => (VertexReason::Quota, "the resource quota would be exceeded"),
+                    BlockReason::ClusterResources => (
+                        VertexReason::Quota,
+                        "the cluster cannot schedule the TaskManagers it needs",
+                    ),
+                    BlockReason::Vetoed => (VertexReason::Veto, "a scaling executor vetoed it"),
                 };
                 (reason, None, format!("recommended {wanted}, blocked: {why}"))
             }
@@ -611,7 +617,7 @@ impl DecisionRecord {
             return;
         }
         self.outcome = JobOutcome::Blocked;
-        self.reason = Some("veto".to_owned());
+        self.reason = Some(BlockReason::Vetoed.as_str().to_owned());
         for v in self.vertices.values_mut() {
             if matches!(v.reason, VertexReason::ScaleUp | VertexReason::ScaleDown) {
                 v.detail = format!(

@@ -4,7 +4,7 @@
 use autoscaler_core::record::{
     DecisionRecord, JobOutcome, RecordInput, UtilizationBound, VertexReason, VertexRole, root_cause_line,
 };
-use autoscaler_core::scaling::{Decision, DecisionInput, decide};
+use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, decide};
 use autoscaler_core::{AlignmentMode, AutoScalerOptions, DelayedScaleDown, ScalingHistory, ScalingSummary};
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
@@ -334,13 +334,31 @@ fn veto_turns_a_scale_into_a_block() {
     let (_, mut record) = job.decide();
     record.veto("the change-freeze policy");
     assert_eq!(record.outcome, JobOutcome::Blocked);
-    assert_eq!(record.reason.as_deref(), Some("veto"));
+    assert_eq!(record.reason.as_deref(), Some("vetoed"));
     assert_eq!(reason(&record, "map"), VertexReason::Veto);
     assert_eq!(record.vertices["map"].target_parallelism, 4);
     assert_eq!(
         record.vertices["map"].detail,
         "recommended 4 -> 8, vetoed by the change-freeze policy"
     );
+    // A scaling executor's veto (BlockReason::Vetoed) reads the same.
+    let mut job = Job::new();
+    let (mut decision, _) = job.decide();
+    decision.outcome = DecisionOutcome::Blocked(BlockReason::Vetoed);
+    decision.parallelism.insert(VertexId::new("map"), 4);
+    let record = DecisionRecord::decided(&RecordInput {
+        at: at(0),
+        job: None,
+        topology: &job.topology,
+        evaluated: &job.evaluated,
+        decision: &decision,
+        options: &job.options,
+        restart_time: Duration::ZERO,
+        tpr: &BTreeMap::new(),
+    });
+    assert_eq!(record.reason.as_deref(), Some("vetoed"));
+    assert_eq!(reason(&record, "map"), VertexReason::Veto);
+    assert_eq!(record.vertices["map"].target_parallelism, 4);
     // A veto of a no-change is no change.
     let mut job = Job::new();
     job.set("map", metrics(4, 720, 1000.0, 1000.0, (900.0, 3000.0)));
