@@ -19,6 +19,7 @@ mod window;
 
 pub mod collection;
 pub mod json_number;
+pub mod root_cause;
 
 pub use collected::{CollectedMetrics, MetricHistory};
 pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, evaluate_with_custom, merge_custom_metrics};
