@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A Flink metric the autoscaler reads, recognised by its name (the reference's `FlinkMetric`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Serialized by the reference's constant names (`BUSY_TIME_PER_SEC`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FlinkMetric {
     /// `busyTimeMsPerSecond` (task).
     BusyTimePerSec,
@@ -123,18 +125,23 @@ impl FlinkMetric {
 }
 
 /// One metric aggregated over subtasks (or task managers), as Flink's aggregated metrics endpoints
-/// answer it. NaN marks an aggregate Flink did not report.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// answer it. NaN marks an aggregate Flink did not report (serialized as `"NaN"`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AggregatedMetric {
     /// Smallest value.
+    #[serde(with = "crate::json_number")]
     pub min: f64,
     /// Largest value.
+    #[serde(with = "crate::json_number")]
     pub max: f64,
     /// Mean value.
+    #[serde(with = "crate::json_number")]
     pub avg: f64,
     /// Sum of the values.
+    #[serde(with = "crate::json_number")]
     pub sum: f64,
     /// Skew of the values.
+    #[serde(with = "crate::json_number")]
     pub skew: f64,
 }
 
@@ -223,13 +230,14 @@ pub fn finished_vertex_metrics() -> FlinkMetrics {
 
 /// The IO counters of a vertex from the job details (`read-records`, `write-records`,
 /// `accumulated-busy-time`), accumulated over all its subtasks since the job (re)started.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct IoMetrics {
     /// Records read.
     pub num_records_in: u64,
     /// Records written.
     pub num_records_out: u64,
     /// Busy milliseconds summed over subtasks (NaN when Flink does not measure it).
+    #[serde(with = "crate::json_number")]
     pub accumulated_busy_time: f64,
 }
 
@@ -243,11 +251,13 @@ impl IoMetrics {
 }
 
 /// The slot metrics of the job manager (`taskSlotsTotal`, `taskSlotsAvailable`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TaskSlotMetrics {
     /// Slots registered in the cluster.
+    #[serde(with = "crate::json_number")]
     pub total: f64,
     /// Slots free.
+    #[serde(with = "crate::json_number")]
     pub available: f64,
 }
 
@@ -475,8 +485,8 @@ pub fn global_metrics(task_slots: Option<TaskSlotMetrics>, task_managers: &Flink
     out
 }
 
-/// Everything one collection gathered from Flink, before conversion.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Everything one collection gathered from Flink, before conversion (serde: the recording format).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RawJobMetrics {
     /// Aggregated subtask metrics per (non-finished) vertex.
     pub vertex_metrics: BTreeMap<VertexId, FlinkMetrics>,

@@ -103,8 +103,11 @@ pub struct DecisionInput<'a> {
     pub in_excluded_period: bool,
     /// TaskManager CPU as the context reports it; `None` = unknown (counts as 0 in the quota check).
     pub task_manager_cpu: Option<f64>,
-    /// TaskManager process memory in bytes (`taskmanager.memory.process.size` wins over the
-    /// context's value; the caller resolves that); `None` = unknown (counts as 0).
+    /// TaskManager process memory in bytes as the context reports it
+    /// ([`JobAutoScalerContext::task_manager_memory`](crate::JobAutoScalerContext::task_manager_memory));
+    /// `None` = unknown. It is memory tuning's budget; the resource checks use
+    /// `taskmanager.memory.process.size` (after tuning, when enabled) and fall back to this value
+    /// (0 when unknown).
     pub task_manager_memory: Option<u64>,
 }
 
@@ -217,6 +220,46 @@ pub struct VertexDecision {
     /// `EXPECTED_PROCESSING_RATE` set when the computed parallelism differed from current (even if
     /// the change was then delayed or blocked), NaN otherwise.
     pub expected_processing_rate: f64,
+    /// What, beyond the scale factor, shaped `target` (the decision record's per-vertex reason).
+    pub constraint: VertexConstraint,
+}
+
+/// What, beyond the scale factor, shaped a vertex's target: the rule of the vertex scaler that
+/// capped, moved or held back the computed parallelism. Only the decisive rule is kept: a hold
+/// (delay, ineffective scaling) wins over an alignment, which wins over the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VertexConstraint {
+    /// Nothing: the target is `ceil(scale factor x current)` within the limits.
+    #[default]
+    None,
+    /// No target could be computed: the true processing rate or the target capacity is unknown.
+    NoEstimate,
+    /// `ceil(scale factor x current)` = `computed` exceeded `min(max parallelism,
+    /// max(current, vertex.max-parallelism))` = `cap` and was capped to it.
+    MaxParallelism {
+        /// The uncapped parallelism.
+        computed: i64,
+        /// The cap it was lowered to.
+        cap: i64,
+    },
+    /// The key-group / partition alignment moved the (capped) target `computed` elsewhere, possibly
+    /// back to the current parallelism.
+    Alignment {
+        /// The parallelism before alignment.
+        computed: i64,
+    },
+    /// A scale-down to `recommended` waits for `scale-down.interval` since its first trigger.
+    ScaleDownDelayed {
+        /// When the delay since the first trigger runs out.
+        until: DateTime<Utc>,
+        /// The parallelism the vertex scaler recommended this cycle.
+        recommended: u32,
+    },
+    /// A scale-up to `recommended` was blocked: the last scale-up was ineffective.
+    IneffectiveScaling {
+        /// The parallelism the vertex scaler would have used.
+        recommended: u32,
+    },
 }
 
 /// The decision of one cycle.
@@ -233,4 +276,8 @@ pub struct Decision {
     pub parallelism: BTreeMap<VertexId, u32>,
     /// Events emitted during the decision, in emission order.
     pub events: Vec<CycleEvent>,
+    /// Memory tuning's result; `None` when the decision did not get that far (tuning runs only for
+    /// a change about to be executed: outcomes `Scale` and `Blocked(ResourceQuota)`). Its
+    /// [`changes`](crate::tuning::MemoryTuning::changes) are what to store with the scaling.
+    pub memory_tuning: Option<crate::tuning::MemoryTuning>,
 }
