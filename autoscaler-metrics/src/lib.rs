@@ -18,6 +18,7 @@ mod window;
 
 pub mod collection;
 pub mod json_number;
+pub mod time;
 
 pub use collected::{CollectedMetrics, MetricHistory};
 pub use error::MetricsError;

@@ -150,8 +150,7 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
                 options.metrics_window,
             );
             if status.window_full {
-                let window = chrono::Duration::from_std(options.metrics_window).unwrap_or(chrono::Duration::MAX);
-                metric_history.remove_before(s.now - window);
+                metric_history.remove_before(autoscaler_metrics::time::sub_saturating(s.now, options.metrics_window));
             }
             result.insert("evaluated".into(), Value::Null);
             result.insert("restart_time_s".into(), Value::from(restart_time.as_secs()));
