@@ -15,6 +15,7 @@ pub mod event_logging;
 pub mod excluded_periods;
 pub mod job_autoscaler;
 pub mod options;
+pub mod plugins;
 pub mod realizer;
 pub mod scaling;
 pub mod standalone;

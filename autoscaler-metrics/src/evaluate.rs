@@ -73,13 +73,32 @@ pub fn evaluate(
     history: &MetricHistory,
     config: &EvaluationConfig,
 ) -> Result<EvaluatedMetrics, MetricsError> {
+    evaluate_inner(topology, history, config, None)
+}
+
+/// [`evaluate`], with `custom` (when given) consulted for every vertex right after its built-in
+/// evaluation; its answer is merged over the built-in metrics before downstream vertices read them
+/// (see [`crate::evaluate_with_custom`]).
+pub(crate) fn evaluate_inner(
+    topology: &JobTopology,
+    history: &MetricHistory,
+    config: &EvaluationConfig,
+    mut custom: Option<&mut crate::custom_evaluation::CustomEvaluator<'_>>,
+) -> Result<EvaluatedMetrics, MetricsError> {
     let vertices = topology.vertices();
     let window = Window::read(topology, history);
     let processing_backlog = is_processing_backlog(topology, &window, config);
 
     let mut evaluated = vec![EvaluatedVertexMetrics::new(); vertices.len()];
+    // The custom evaluator's view of the vertices evaluated so far, kept only when there is one.
+    let mut in_progress = std::collections::BTreeMap::new();
     for &v in topology.topological_order() {
         evaluated[v] = evaluate_vertex(topology, &window, &evaluated, v, processing_backlog, config)?;
+        if let Some(custom) = custom.as_deref_mut() {
+            let id = &vertices[v].id;
+            crate::custom_evaluation::apply(custom, id, &mut evaluated[v], &in_progress, processing_backlog);
+            in_progress.insert(id.clone(), evaluated[v]);
+        }
     }
 
     Ok(EvaluatedMetrics {

@@ -8,6 +8,7 @@
 //! No I/O, no async and no clocks live here: time comes in as data.
 
 mod collected;
+mod custom_evaluation;
 mod error;
 mod evaluate;
 mod evaluated;
@@ -21,6 +22,7 @@ pub mod json_number;
 pub mod time;
 
 pub use collected::{CollectedMetrics, MetricHistory};
+pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, evaluate_with_custom, merge_custom_metrics};
 pub use error::MetricsError;
 pub use evaluate::{EvaluationConfig, compute_processing_rate_thresholds, evaluate, target_processing_capacity};
 pub use evaluated::EvaluatedMetrics;

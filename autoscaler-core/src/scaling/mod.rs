@@ -45,7 +45,7 @@ mod report;
 mod vertex_scaler;
 
 pub use alignment::{AlignmentContext, AlignmentResult, align};
-pub use executor::{apply_to_evaluated, decide};
+pub use executor::{apply_to_evaluated, decide, decide_with_plugins};
 pub use history::{
     max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,
     trim_scaling_history, trim_scaling_tracking,
@@ -128,6 +128,12 @@ pub enum BlockReason {
     ExcludedPeriod,
     /// `quota.cpu` or `quota.memory` would be exceeded.
     ResourceQuota,
+    /// The cluster-resource check ([`ResourceCheck`](crate::plugins::ResourceCheck)) cannot
+    /// schedule the TaskManagers the scaling needs.
+    ClusterResources,
+    /// A scaling executor ([`ScalingExecutorPlugin`](crate::plugins::ScalingExecutorPlugin))
+    /// returned no summaries.
+    Vetoed,
 }
 
 /// The result of one decision.
@@ -173,13 +179,16 @@ impl NoChangeReason {
 
 impl BlockReason {
     /// The replay format's reason string (`memory_pressure`, `scaling_disabled`, `excluded_period`,
-    /// `resource_quota`).
+    /// `resource_quota`; `cluster_resources` and `vetoed` come only from plugins, which the replay
+    /// does not load).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::MemoryPressure => "memory_pressure",
             Self::ScalingDisabled => "scaling_disabled",
             Self::ExcludedPeriod => "excluded_period",
             Self::ResourceQuota => "resource_quota",
+            Self::ClusterResources => "cluster_resources",
+            Self::Vetoed => "vetoed",
         }
     }
 }
