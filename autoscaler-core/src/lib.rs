@@ -17,6 +17,7 @@ pub mod job_autoscaler;
 pub mod options;
 pub mod plugins;
 pub mod realizer;
+pub mod record;
 pub mod scaling;
 pub mod standalone;
 pub mod state;

@@ -19,12 +19,16 @@ mod window;
 
 pub mod collection;
 pub mod json_number;
+pub mod root_cause;
 pub mod time;
 
 pub use collected::{CollectedMetrics, MetricHistory};
 pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, evaluate_with_custom, merge_custom_metrics};
 pub use error::MetricsError;
-pub use evaluate::{EvaluationConfig, compute_processing_rate_thresholds, evaluate, target_processing_capacity};
+pub use evaluate::{
+    EvaluationConfig, TprEstimate, TprSource, compute_processing_rate_thresholds, evaluate, target_processing_capacity,
+    true_processing_rate_estimates,
+};
 pub use evaluated::EvaluatedMetrics;
 pub use history_stats::{metric_average, metric_rate};
 pub use metric::{

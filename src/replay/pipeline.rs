@@ -130,7 +130,10 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
     let mut events: Vec<Value> = Vec::new();
 
     let evaluated = match &s.input {
-        ScenarioInput::Evaluated(given) => complete_evaluated(given, &s.topology, &options, restart_time),
+        ScenarioInput::Evaluated(given) => {
+            result.insert("explanation".into(), Value::Null);
+            complete_evaluated(given, &s.topology, &options, restart_time)
+        }
         ScenarioInput::Metrics(snapshots) => {
             let running_since = s.job.running_since.unwrap_or(s.now);
             // Step 2: a restart after the first snapshot invalidates all but the last one.
@@ -152,6 +155,8 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
             if status.window_full {
                 metric_history.remove_before(autoscaler_metrics::time::sub_saturating(s.now, options.metrics_window));
             }
+            // §4.7: the root cause, from the samples of the evaluation window.
+            result.insert("explanation".into(), output::explanation(&s.topology, &metric_history));
             result.insert("evaluated".into(), Value::Null);
             result.insert("restart_time_s".into(), Value::from(restart_time.as_secs()));
             // Step 4.

@@ -4,7 +4,9 @@
 use super::delayed_scale_down::clear_all;
 use super::report;
 use super::vertex_scaler::{ParallelismChange, VertexScaleInput, compute_scale_target_parallelism};
-use super::{BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexDecision};
+use super::{
+    BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision,
+};
 use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
 use crate::state::{DelayedScaleDown, ScalingSummary};
 use autoscaler_metrics::{
@@ -92,6 +94,7 @@ fn decide_inner<P: DecisionHooks>(
                     outside_utilization_bound: false,
                     excluded: true,
                     expected_processing_rate: f64::NAN,
+                    constraint: VertexConstraint::None,
                 },
             );
             continue;
@@ -125,6 +128,7 @@ fn decide_inner<P: DecisionHooks>(
                 outside_utilization_bound,
                 excluded: false,
                 expected_processing_rate: result.expected_processing_rate,
+                constraint: result.constraint,
             },
         );
         if result.change.is_no_change() {

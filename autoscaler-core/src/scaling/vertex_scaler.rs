@@ -1,12 +1,12 @@
 //! The per-vertex parallelism computation (the reference's
 //! `JobVertexScaler.computeScaleTargetParallelism`, anchor §2.4).
 
-use super::CycleEvent;
 use super::alignment::{AlignmentContext, AlignmentResult, align};
 use super::capacity::target_processing_capacity;
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
 use super::java_format::{ceil_decimal, java_double_to_string};
 use super::report;
+use super::{CycleEvent, VertexConstraint};
 use crate::options::AutoScalerOptions;
 use crate::plugins::DecisionHooks;
 use crate::state::{DelayedScaleDown, ScalingSummary};
@@ -74,6 +74,8 @@ pub(crate) struct VertexScaleInput<'a> {
 pub(crate) struct VertexScaleResult {
     pub change: ParallelismChange,
     pub expected_processing_rate: f64,
+    /// What, beyond the scale factor, shaped the result.
+    pub constraint: VertexConstraint,
 }
 
 /// The reference's `computeScaleTargetParallelism`: scale factor from target capacity over true
@@ -91,6 +93,7 @@ pub(crate) fn compute_scale_target_parallelism<P: DecisionHooks>(
     let unchanged = VertexScaleResult {
         change: ParallelismChange::no_change(current),
         expected_processing_rate: f64::NAN,
+        constraint: VertexConstraint::NoEstimate,
     };
     let true_processing_rate = input.metrics.get_or_absent(ScalingMetric::TrueProcessingRate).average;
     if true_processing_rate.is_nan() {
@@ -125,28 +128,33 @@ pub(crate) fn compute_scale_target_parallelism<P: DecisionHooks>(
     // The current parallelism never forces a change (anchor §2.4 step 6).
     let lower_limit = current_i.min(i64::from(options.vertex_min_parallelism));
     let upper_limit = current_i.max(i64::from(options.vertex_max_parallelism));
-    let new = scale(input, plugins, scale_factor, lower_limit, upper_limit, events)?;
+    let (new, constraint) = scale(input, plugins, scale_factor, lower_limit, upper_limit, events)?;
 
     let new = match u32::try_from(new) {
         Ok(new) if new > 0 && new != current => new,
         // A non-positive result only comes from nonsensical limits; the reference rejects it.
         _ => {
             clear_vertex(delayed_scale_down, input.vertex);
-            return Ok(unchanged);
+            return Ok(VertexScaleResult {
+                constraint,
+                ..unchanged
+            });
         }
     };
 
     let expected_processing_rate =
         EvaluatedScalingMetric::of(true_processing_rate / f64::from(current) * f64::from(new)).current;
-    let change = detect_block_scaling(input, new, expected_processing_rate, delayed_scale_down, events);
+    let (change, blocked) = detect_block_scaling(input, new, expected_processing_rate, delayed_scale_down, events);
     Ok(VertexScaleResult {
         change,
         expected_processing_rate,
+        constraint: blocked.unwrap_or(constraint),
     })
 }
 
 /// `ceil(sf * current)` clamped to `[lower, min(max_parallelism, upper)]`, then aligned if changed
-/// (with the custom alignment mode of `plugins` if there is one, else the configured built-in).
+/// (with the custom alignment mode of `plugins` if there is one, else the configured built-in);
+/// with the cap or the alignment when either moved the value.
 fn scale<P: DecisionHooks>(
     input: &VertexScaleInput<'_>,
     plugins: &P,
@@ -154,14 +162,22 @@ fn scale<P: DecisionHooks>(
     lower_limit: i64,
     upper_limit: i64,
     events: &mut Vec<CycleEvent>,
-) -> Result<i64, P::Error> {
+) -> Result<(i64, VertexConstraint), P::Error> {
     let current = i64::from(input.current);
     // Java's `(int) Math.min(Math.ceil(x), Integer.MAX_VALUE)`: saturating, NaN -> 0, as `as i32`.
     let raw = i64::from((scale_factor * current as f64).ceil() as i32);
     let upper_bound = input.max_parallelism.min(upper_limit);
     let new = lower_limit.max(raw).min(upper_bound);
+    let capped = if raw > upper_bound && new == upper_bound {
+        VertexConstraint::MaxParallelism {
+            computed: raw,
+            cap: upper_bound,
+        }
+    } else {
+        VertexConstraint::None
+    };
     if new == current {
-        return Ok(new);
+        return Ok((new, capped));
     }
     let ctx = AlignmentContext {
         current,
@@ -190,17 +206,23 @@ fn scale<P: DecisionHooks>(
             input.options,
         ));
     }
-    Ok(aligned.parallelism)
+    let constraint = if aligned.parallelism == new {
+        capped
+    } else {
+        VertexConstraint::Alignment { computed: new }
+    };
+    Ok((aligned.parallelism, constraint))
 }
 
-/// Direction-specific rules once `new != current` (the reference's `detectBlockScaling`).
+/// Direction-specific rules once `new != current` (the reference's `detectBlockScaling`), with
+/// the rule that held the change back, if one did.
 fn detect_block_scaling(
     input: &VertexScaleInput<'_>,
     new: u32,
     expected_processing_rate: f64,
     delayed_scale_down: &mut DelayedScaleDown,
     events: &mut Vec<CycleEvent>,
-) -> ParallelismChange {
+) -> (ParallelismChange, Option<VertexConstraint>) {
     let current = input.current;
     let change = ParallelismChange {
         current,
@@ -208,25 +230,47 @@ fn detect_block_scaling(
         outside_utilization_bound: outside_utilization_bound(input.metrics),
     };
     if new < current {
-        return apply_scale_down_interval(
+        let applied = apply_scale_down_interval(
             delayed_scale_down,
             input.vertex,
             input.options.scale_down_interval,
             input.now,
             change,
         );
+        let delayed = applied.is_no_change().then(|| {
+            let first = delayed_scale_down
+                .delayed_vertices
+                .get(input.vertex)
+                .map_or(input.now, |info| info.first_trigger_time);
+            VertexConstraint::ScaleDownDelayed {
+                until: instant_after(first, input.options.scale_down_interval),
+                recommended: new,
+            }
+        });
+        return (applied, delayed);
     }
     clear_vertex(delayed_scale_down, input.vertex);
     let Some(last) = input.history.and_then(|h| h.values().next_back()) else {
-        return change;
+        return (change, None);
     };
     if current == last.new_parallelism
         && last.is_scaled_up()
         && ineffective_scale_up(input, last, expected_processing_rate, events)
     {
-        return ParallelismChange::no_change(current);
+        return (
+            ParallelismChange::no_change(current),
+            Some(VertexConstraint::IneffectiveScaling { recommended: new }),
+        );
     }
-    change
+    (change, None)
+}
+
+/// `at + duration`, saturating at the latest representable instant.
+fn instant_after(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
+    chrono::TimeDelta::from_std(duration)
+        .ok()
+        .and_then(|delta| at.checked_add_signed(delta))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// `TPR.avg < SCALE_UP_RATE_THRESHOLD || TPR.avg > SCALE_DOWN_RATE_THRESHOLD` (NaN compares false).
