@@ -56,7 +56,10 @@ pub async fn bottleneck(args: BottleneckArgs) -> Result<()> {
         .filter(|c| args.job.as_deref().is_none_or(|id| c.job_id.as_deref() == Some(id)))
         .collect();
     if jobs.is_empty() {
-        bail!("no RUNNING job{}", args.job.map(|j| format!(" with id {j}")).unwrap_or_default());
+        bail!(
+            "no RUNNING job{}",
+            args.job.map(|j| format!(" with id {j}")).unwrap_or_default()
+        );
     }
     let collector = RestMetricsCollector::<String>::new();
     for ctx in &jobs {

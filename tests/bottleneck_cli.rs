@@ -9,7 +9,10 @@ fn run(args: &[&str]) -> (i32, String) {
         .args(args)
         .output()
         .expect("run flink-autoscaler");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
