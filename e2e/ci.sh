@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The real-Flink end-to-end test as CI runs it: two Flink 2.3 clusters from the PyPI wheels, each
-# running the bottleneck job, autoscaled by ONE `flink-autoscaler run` process (cluster A through
-# --flink-url, cluster B through a fake YARN ResourceManager), with short windows
-# (e2e/autoscaler.yaml). Passes when Flink's own REST view shows both bottlenecks scaled up, both
-# jobs RUNNING and both sources' backpressure down, /metrics, /livez and /readyz answer, and
-# SIGTERM stops the autoscaler cleanly (see e2e/two-clusters.sh). Without java/javac it fails
-# under CI=true and skips elsewhere.
+# The real-Flink end-to-end tests as CI runs them, on Flink 2.3 clusters from the PyPI wheels:
+# 1. one cluster, the bottleneck job, and `flink-autoscaler run` with short windows
+#    (e2e/autoscaler.yaml). Passes when Flink's own REST view shows the bottleneck scaled up, the job
+#    RUNNING and the source's backpressure down, and when, before the autoscaler starts,
+#    `flink-autoscaler bottleneck` names the bottleneck vertex as the root cause with the source as
+#    its victim;
+# 2. two clusters, each running the bottleneck job, autoscaled by ONE `flink-autoscaler run`
+#    (cluster A through --flink-url, cluster B through a fake YARN ResourceManager): both rescaled,
+#    /metrics, /livez and /readyz checked, a clean SIGTERM stop (e2e/two-clusters.sh).
+# Skips (exit 0, "SKIP: ...") only where java/javac are absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v java >/dev/null || ! command -v javac >/dev/null; then
@@ -18,5 +21,9 @@ if ! command -v java >/dev/null || ! command -v javac >/dev/null; then
 fi
 cargo build --bin flink-autoscaler
 start=$(date +%s)
+bash e2e/run-e2e.sh --require-clean-shutdown --run-timeout 420 --settle 30 \
+  --root-cause-check target/debug/flink-autoscaler \
+  --job-arg --checkpoint-interval-ms --job-arg 0 -- \
+  target/debug/flink-autoscaler run --flink-url @FLINK_URL@ --config e2e/autoscaler.yaml --state memory
 bash e2e/two-clusters.sh --run-timeout 420 --settle 30
 echo "e2e: took $(( $(date +%s) - start )) s"

@@ -91,7 +91,13 @@ fn source_url_credentials_never_appear_in_logs() {
     ]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("standalone autoscaler starting"), "{text}");
-    assert!(text.contains("could not list the jobs of a source"), "the failing sources are reported:\n{text}");
-    assert!(text.contains("password on the command line"), "a warning says where to put it instead:\n{text}");
+    assert!(
+        text.contains("could not list the jobs of a source"),
+        "the failing sources are reported:\n{text}"
+    );
+    assert!(
+        text.contains("password on the command line"),
+        "a warning says where to put it instead:\n{text}"
+    );
     assert_no_secret(&text);
 }

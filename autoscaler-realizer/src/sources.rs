@@ -403,7 +403,7 @@ async fn fetch_cluster(
             job_id: job.jid.clone(),
             job_name: job.name.clone(),
         };
-        match fetcher.job_context(base, job).await {
+        match fetcher.job_context(base, timeout, job).await {
             Ok(ctx) => jobs.push(JobFetch::Ok(Box::new(SourceJobContext {
                 reporter: observer.job_reporter(&labels),
                 labels,

@@ -362,7 +362,11 @@ impl ServiceMetrics {
 }
 
 /// One job's series as seen by one rendering: labels, latest evaluation, vertex names.
-type JobView<'a> = (&'a JobSeries, Option<Arc<EvaluatedMetrics>>, Arc<HashMap<String, String>>);
+type JobView<'a> = (
+    &'a JobSeries,
+    Option<Arc<EvaluatedMetrics>>,
+    Arc<HashMap<String, String>>,
+);
 
 fn vertex_label(job: &JobSeries, vertex: &str, names: &HashMap<String, String>) -> String {
     format!(
