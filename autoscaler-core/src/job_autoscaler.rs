@@ -251,9 +251,7 @@ where
             options: &options,
             in_excluded_period,
             task_manager_cpu: ctx.task_manager_cpu(),
-            task_manager_memory: options
-                .task_manager_process_memory
-                .or_else(|| ctx.task_manager_memory()),
+            task_manager_memory: ctx.task_manager_memory(),
         };
         let decision = scaling::decide(&input, &mut delayed);
         for event in &decision.events {

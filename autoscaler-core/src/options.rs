@@ -132,6 +132,8 @@ pub struct AutoScalerOptions {
     pub memory_tuning_overhead: f64,
     /// `memory.tuning.maximize-managed-memory` (false).
     pub memory_tuning_maximize_managed_memory: bool,
+    /// The `taskmanager.memory.*` and network-buffer options memory tuning reads (Flink's defaults).
+    pub memory_model: crate::tuning::MemoryModelOptions,
     /// `metrics.custom-evaluators` ([]): the custom evaluator instances (only the first is used;
     /// see [`crate::plugins`]).
     pub custom_evaluators: Vec<String>,
@@ -191,6 +193,7 @@ impl Default for AutoScalerOptions {
             memory_tuning_scale_down_compensation_enabled: true,
             memory_tuning_overhead: 0.2,
             memory_tuning_maximize_managed_memory: false,
+            memory_model: crate::tuning::MemoryModelOptions::default(),
             custom_evaluators: Vec::new(),
             custom_executors: Vec::new(),
             custom_alignment_mode: None,
@@ -343,6 +346,7 @@ impl AutoScalerOptions {
             )
         })?;
 
+        let memory_model = crate::tuning::MemoryModelOptions::from_configuration(conf)?;
         Ok(AutoScalerOptions {
             enabled: bool_or("enabled", d.enabled)?,
             scaling_enabled: bool_or("scaling.enabled", d.scaling_enabled)?,
@@ -403,7 +407,7 @@ impl AutoScalerOptions {
                 d.observed_scalability_coefficient_min,
             )?,
             task_slots_per_task_manager,
-            task_manager_process_memory: read_plain(conf, "taskmanager.memory.process.size", parse_memory_size)?,
+            task_manager_process_memory: memory_model.process_size.and_then(|b| u64::try_from(b).ok()),
             memory_tuning_scale_down_compensation_enabled: bool_or(
                 "memory.tuning.scale-down-compensation.enabled",
                 d.memory_tuning_scale_down_compensation_enabled,
@@ -413,6 +417,7 @@ impl AutoScalerOptions {
                 "memory.tuning.maximize-managed-memory",
                 d.memory_tuning_maximize_managed_memory,
             )?,
+            memory_model,
             custom_evaluators: list("metrics.custom-evaluators")?,
             custom_executors: list("scaling.custom-executors")?,
             custom_alignment_mode: lookup(conf, "scaling.parallelism-alignment.mode")

@@ -205,17 +205,23 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
         options: &options,
         in_excluded_period,
         task_manager_cpu: s.job.taskmanager_cpu,
-        task_manager_memory: options.task_manager_process_memory.or(s.job.taskmanager_memory),
+        // The context's value (§3.1): the scenario's, else the configured process size.
+        task_manager_memory: s.job.taskmanager_memory.or(options.task_manager_process_memory),
     };
     let decision = scaling::decide(&input, &mut delayed);
     events.extend(decision.events.iter().map(event_json));
     result.insert("decision".into(), decision_json(&s.topology, &decision));
+    // §4.6: what memory tuning returned, `null` when the decision did not reach it.
+    if let Some(tuning) = &decision.memory_tuning {
+        result.insert("config_changes".into(), output::config_changes(&tuning.changes));
+    }
     let _ = EventType::Normal;
     Ok(finish(result, &delayed, events))
 }
 
 fn finish(mut result: Map<String, Value>, delayed: &DelayedScaleDown, events: Vec<Value>) -> Value {
     result.insert("delayed_scale_down".into(), output::delayed_scale_down(delayed));
+    result.entry("config_changes").or_insert(Value::Null);
     result.insert("events".into(), Value::Array(events));
     Value::Object(result)
 }
