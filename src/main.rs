@@ -1,6 +1,7 @@
 //! The `flink-autoscaler` binary: `replay` (what-if on recorded metrics) and `run` (the standalone
 //! autoscaler against a Flink cluster).
 
+mod cli_record;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,12 @@ enum Command {
     Replay {
         /// Scenario file, or `-` for standard input.
         scenario: String,
+    },
+    /// Explain a decision in words: a replay result, a recording replay's JSON, a decision record,
+    /// or a running service's `http://127.0.0.1:PORT/jobs/KEY`.
+    Explain {
+        /// File, `-` for standard input, or a loopback `http://` URL.
+        source: String,
     },
     /// Run the standalone autoscaler against a Flink cluster (adaptive scheduler, rescale API).
     Run(run::RunArgs),
@@ -111,6 +118,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = std::panic::catch_unwind(|| match cli.command {
         Command::Replay { scenario } => run_replay(&scenario),
+        Command::Explain { source } => cli_record::explain(&source),
         Command::Run(args) => run_standalone(args),
     });
     code.unwrap_or(ExitCode::from(3))
