@@ -180,7 +180,7 @@ where
             options.metrics_window,
         );
         if status.window_full {
-            history.remove_before(now - chrono_duration(options.metrics_window));
+            history.remove_before(autoscaler_metrics::time::sub_saturating(now, options.metrics_window));
         }
         self.state_store
             .store_collected_metrics(ctx, &history)
@@ -381,10 +381,6 @@ fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autosca
             }
         }
     }
-}
-
-fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
 fn cycle_error(step: &'static str, e: impl std::fmt::Display) -> AutoscalerError {
