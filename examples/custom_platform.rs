@@ -161,7 +161,7 @@ impl ScalingRealizer<String, AcmeContext> for AcmeReplicas {
     /// when that changes anything.
     async fn realize_config_overrides(&self, ctx: &AcmeContext, changes: &ConfigChanges) -> Result<(), RealizeError> {
         let tuned = changes.applied_to(&ctx.configuration);
-        let memory = |c: &Configuration, key: &str| c.get(key).unwrap_or("-").to_owned();
+        let memory = |c: &Configuration, key: &str| c.get(key).unwrap_or("(default)").to_owned();
         let before = ctx.client.worker_configuration();
         if ctx.client.set_worker_configuration(tuned.clone()) {
             println!(
