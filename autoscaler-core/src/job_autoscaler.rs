@@ -122,6 +122,10 @@ where
             self.report_error(ctx, &error).await;
             return result.and(Err(error));
         }
+        if let Err(error) = self.apply_config_overrides(ctx).await {
+            self.report_error(ctx, &error).await;
+            return result.and(Err(error));
+        }
         result
     }
 
@@ -194,7 +198,7 @@ where
             options.metrics_window,
         );
         if status.window_full {
-            history.remove_before(now - chrono_duration(options.metrics_window));
+            history.remove_before(autoscaler_metrics::time::sub_saturating(now, options.metrics_window));
         }
         self.state_store
             .store_collected_metrics(ctx, &history)
@@ -338,6 +342,7 @@ where
                 f64::from(summary.new_parallelism),
             );
         }
+        report_memory_recommendation(ctx, &decision);
         if matches!(decision.outcome, DecisionOutcome::Scale) {
             let mut full_history = self.state_store.get_scaling_history(ctx).await.map_err(state_error)?;
             full_history.retain(|id, _| topology.get(id.as_str()).is_some());
@@ -365,7 +370,7 @@ where
                 .await
                 .map_err(state_error)?;
             self.state_store
-                .store_config_changes(ctx, &ConfigChanges::default())
+                .store_config_changes(ctx, &decision_config_changes(&decision))
                 .await
                 .map_err(state_error)?;
             self.state_store
@@ -385,6 +390,21 @@ where
         self.state_store.flush(ctx).await.map_err(state_error)?;
         self.event_handler.handle_decision_record(ctx, &record).await;
         Ok(CycleOutcome::Decided(decision.outcome))
+    }
+
+    /// While `memory.tuning.enabled`, hands the stored configuration changes (memory tuning's, from
+    /// the last executed scaling) to the realizer, every cycle (the reference's
+    /// `applyConfigOverrides`).
+    async fn apply_config_overrides(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
+        let enabled = AutoScalerOptions::from_configuration(ctx.configuration()).is_ok_and(|o| o.memory_tuning_enabled);
+        if !enabled {
+            return Ok(());
+        }
+        let changes = self.state_store.get_config_changes(ctx).await.map_err(state_error)?;
+        self.realizer
+            .realize_config_overrides(ctx, &changes)
+            .await
+            .map_err(|e| cycle_error("realize", e))
     }
 
     /// Sends the stored overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
@@ -427,6 +447,25 @@ fn user_overrides(value: Option<&str>) -> ParallelismOverrides {
         .collect()
 }
 
+/// The configuration changes stored with an executed scaling: memory tuning's (empty when tuning
+/// is disabled, which undoes earlier tuning).
+fn decision_config_changes(decision: &crate::scaling::Decision) -> ConfigChanges {
+    decision
+        .memory_tuning
+        .as_ref()
+        .map(|t| t.changes.clone())
+        .unwrap_or_default()
+}
+
+/// One gauge per size memory tuning recommended ([`MemoryRecommendation::gauges`](crate::tuning::MemoryRecommendation::gauges)).
+fn report_memory_recommendation<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, decision: &crate::scaling::Decision) {
+    if let Some(Ok(recommendation)) = decision.memory_tuning.as_ref().map(|t| &t.outcome) {
+        for (name, bytes) in recommendation.gauges() {
+            ctx.metrics_reporter().set_gauge(&name, bytes);
+        }
+    }
+}
+
 fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autoscaler_metrics::EvaluatedMetrics) {
     let reporter = ctx.metrics_reporter();
     for (id, metrics) in &evaluated.vertices {
@@ -437,10 +476,6 @@ fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autosca
             }
         }
     }
-}
-
-fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
 fn cycle_error(step: &'static str, e: impl std::fmt::Display) -> AutoscalerError {

@@ -75,9 +75,10 @@ impl CollectorOptions {
     }
 }
 
-/// `job.autoscaler.flink.rest-client.timeout` (10 s).
+/// `job.autoscaler.flink.rest-client.timeout` (10 s), read alone: another option's bad value is
+/// the autoscaler's to report for that job, not a reason to fail a REST call.
 pub(crate) fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsError> {
-    Ok(AutoScalerOptions::from_configuration(conf)?.rest_client_timeout)
+    autoscaler_core::options::rest_client_timeout(conf)
 }
 
 /// Whether the job runs the adaptive scheduler (`jobmanager.scheduler` = `adaptive`, any case).

@@ -18,7 +18,7 @@ mod pipeline;
 mod record;
 mod scenario;
 
-pub use output::RESULT_FORMAT;
+pub use output::{RESULT_FORMAT, explanation_json};
 pub use pipeline::replay;
 pub(crate) use scenario::parse_topology;
 pub use scenario::{JobInfo, SCENARIO_FORMAT, Scenario, ScenarioError, ScenarioInput, parse_scenario};

@@ -155,8 +155,7 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
                 options.metrics_window,
             );
             if status.window_full {
-                let window = chrono::Duration::from_std(options.metrics_window).unwrap_or(chrono::Duration::MAX);
-                metric_history.remove_before(s.now - window);
+                metric_history.remove_before(autoscaler_metrics::time::sub_saturating(s.now, options.metrics_window));
             }
             // §4.7: the root cause, from the samples of the evaluation window.
             result.insert("explanation".into(), output::explanation(&s.topology, &metric_history));
