@@ -6,6 +6,7 @@ use crate::context::{JobAutoScalerContext, JobStatus};
 use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::realizer::ScalingRealizer;
+use crate::record::{DecisionRecord, JobOutcome, RecordInput};
 use crate::scaling::{
     self, DecisionInput, DecisionOutcome, max_restart_time_or_default,
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
@@ -13,7 +14,7 @@ use crate::scaling::{
 };
 use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId, evaluate, window_status};
+use autoscaler_metrics::{ScalingMetric, VertexId, evaluate, true_processing_rate_estimates, window_status};
 use chrono::{DateTime, Utc};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -121,6 +122,10 @@ where
             self.report_error(ctx, &error).await;
             return result.and(Err(error));
         }
+        if let Err(error) = self.apply_config_overrides(ctx).await {
+            self.report_error(ctx, &error).await;
+            return result.and(Err(error));
+        }
         result
     }
 
@@ -148,7 +153,20 @@ where
         let mut history = self.state_store.get_collected_metrics(ctx).await.map_err(state_error)?;
         let collected = match self.collector.collect(ctx, &history, now).await {
             Ok(c) => c,
-            Err(CollectError::NotReady(reason)) => return Ok(CycleOutcome::NotReady(reason)),
+            Err(CollectError::NotReady(reason)) => {
+                let record = DecisionRecord::undecided(
+                    now,
+                    None,
+                    None,
+                    None,
+                    &options,
+                    options.restart_time,
+                    JobOutcome::NotReady,
+                    &format!("metrics_not_ready: {reason}"),
+                );
+                self.event_handler.handle_decision_record(ctx, &record).await;
+                return Ok(CycleOutcome::NotReady(reason));
+            }
             Err(e) => return Err(cycle_error("collect", e)),
         };
         let topology = collected.topology;
@@ -214,11 +232,22 @@ where
                 .map_err(state_error)?;
         }
 
+        let restart_time = max_restart_time_or_default(&tracking, &options);
         if history.len() < 2 {
             self.state_store.flush(ctx).await.map_err(state_error)?;
+            let record = DecisionRecord::undecided(
+                now,
+                None,
+                Some(&topology),
+                None,
+                &options,
+                restart_time,
+                JobOutcome::NotReady,
+                "insufficient_samples",
+            );
+            self.event_handler.handle_decision_record(ctx, &record).await;
             return Ok(CycleOutcome::InsufficientSamples);
         }
-        let restart_time = max_restart_time_or_default(&tracking, &options);
 
         // Evaluation (anchor §2.3).
         let evaluated = evaluate(&topology, &history, &options.evaluation_config(restart_time))
@@ -230,6 +259,21 @@ where
             .map_err(state_error)?;
         if !status.window_full {
             self.state_store.flush(ctx).await.map_err(state_error)?;
+            let record = DecisionRecord::undecided(
+                now,
+                None,
+                Some(&topology),
+                Some(&evaluated),
+                &options,
+                restart_time,
+                JobOutcome::NotReady,
+                if status.stabilizing {
+                    "stabilizing"
+                } else {
+                    "window_not_full"
+                },
+            );
+            self.event_handler.handle_decision_record(ctx, &record).await;
             return Ok(CycleOutcome::WindowNotFull {
                 stabilizing: status.stabilizing,
             });
@@ -254,6 +298,21 @@ where
             task_manager_memory: ctx.task_manager_memory(),
         };
         let decision = scaling::decide(&input, &mut delayed);
+        // The decision explained, for the handler (beside the reference's events, which stay as they are).
+        let tpr = true_processing_rate_estimates(&topology, &history, &options.evaluation_config(restart_time));
+        let mut record = DecisionRecord::decided(&RecordInput {
+            at: now,
+            job: None,
+            topology: &topology,
+            evaluated: &evaluated,
+            decision: &decision,
+            options: &options,
+            restart_time,
+            tpr: &tpr,
+        });
+        if let Some(explanation) = autoscaler_metrics::root_cause::explain(&topology, &history) {
+            record.set_explanation(&topology, &explanation);
+        }
         for event in &decision.events {
             match &event.report_header {
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
@@ -283,6 +342,7 @@ where
                 f64::from(summary.new_parallelism),
             );
         }
+        report_memory_recommendation(ctx, &decision);
         if matches!(decision.outcome, DecisionOutcome::Scale) {
             let mut full_history = self.state_store.get_scaling_history(ctx).await.map_err(state_error)?;
             full_history.retain(|id, _| topology.get(id.as_str()).is_some());
@@ -310,7 +370,7 @@ where
                 .await
                 .map_err(state_error)?;
             self.state_store
-                .store_config_changes(ctx, &ConfigChanges::default())
+                .store_config_changes(ctx, &decision_config_changes(&decision))
                 .await
                 .map_err(state_error)?;
             self.state_store
@@ -328,7 +388,23 @@ where
             ctx.metrics_reporter().increment_counter("balanced");
         }
         self.state_store.flush(ctx).await.map_err(state_error)?;
+        self.event_handler.handle_decision_record(ctx, &record).await;
         Ok(CycleOutcome::Decided(decision.outcome))
+    }
+
+    /// While `memory.tuning.enabled`, hands the stored configuration changes (memory tuning's, from
+    /// the last executed scaling) to the realizer, every cycle (the reference's
+    /// `applyConfigOverrides`).
+    async fn apply_config_overrides(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
+        let enabled = AutoScalerOptions::from_configuration(ctx.configuration()).is_ok_and(|o| o.memory_tuning_enabled);
+        if !enabled {
+            return Ok(());
+        }
+        let changes = self.state_store.get_config_changes(ctx).await.map_err(state_error)?;
+        self.realizer
+            .realize_config_overrides(ctx, &changes)
+            .await
+            .map_err(|e| cycle_error("realize", e))
     }
 
     /// Sends the stored overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
@@ -369,6 +445,25 @@ fn user_overrides(value: Option<&str>) -> ParallelismOverrides {
             Some((VertexId::new(k.trim()), v.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// The configuration changes stored with an executed scaling: memory tuning's (empty when tuning
+/// is disabled, which undoes earlier tuning).
+fn decision_config_changes(decision: &crate::scaling::Decision) -> ConfigChanges {
+    decision
+        .memory_tuning
+        .as_ref()
+        .map(|t| t.changes.clone())
+        .unwrap_or_default()
+}
+
+/// One gauge per size memory tuning recommended ([`MemoryRecommendation::gauges`](crate::tuning::MemoryRecommendation::gauges)).
+fn report_memory_recommendation<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, decision: &crate::scaling::Decision) {
+    if let Some(Ok(recommendation)) = decision.memory_tuning.as_ref().map(|t| &t.outcome) {
+        for (name, bytes) in recommendation.gauges() {
+            ctx.metrics_reporter().set_gauge(&name, bytes);
+        }
+    }
 }
 
 fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autoscaler_metrics::EvaluatedMetrics) {
