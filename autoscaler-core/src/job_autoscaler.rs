@@ -2,18 +2,16 @@
 
 use crate::autoscaler::{AutoscalerError, JobAutoScaler};
 use crate::collector::{CollectError, MetricsCollector};
+use crate::context::GaugeKind;
 use crate::context::{JobAutoScalerContext, JobStatus};
+use crate::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
 use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::realizer::ScalingRealizer;
-use crate::scaling::{
-    self, DecisionInput, DecisionOutcome, max_restart_time_or_default,
-    record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
-    trim_scaling_tracking,
-};
+use crate::scaling::DecisionOutcome;
 use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId, evaluate, window_status};
+use autoscaler_metrics::{ScalingMetric, VertexId};
 use chrono::{DateTime, Utc};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -107,8 +105,12 @@ where
 
     /// Runs one cycle and tells what happened. Errors are also reported as an `AutoscalerError`
     /// Warning event and an `errors` counter increment; stored state is never lost on error.
+    ///
+    /// The job's options are parsed once, each stored state is read once, the steps of
+    /// [`crate::cycle`] run on them, and only the parts they changed are written back.
     pub async fn run_cycle(&self, ctx: &Ctx) -> Result<CycleOutcome, AutoscalerError> {
-        let result = self.run_cycle_inner(ctx).await;
+        let mut end = CycleEnd::default();
+        let result = self.run_cycle_inner(ctx, &mut end).await;
         let result = match result {
             Ok(outcome) => Ok(outcome),
             Err(error) => {
@@ -117,7 +119,7 @@ where
             }
         };
         // The reference re-applies stored overrides every cycle, whatever happened ("self-healing").
-        if let Err(error) = self.apply_parallelism_overrides(ctx).await {
+        if let Err(error) = self.apply_parallelism_overrides(ctx, end).await {
             self.report_error(ctx, &error).await;
             return result.and(Err(error));
         }
@@ -131,12 +133,68 @@ where
             .await;
     }
 
-    async fn run_cycle_inner(&self, ctx: &Ctx) -> Result<CycleOutcome, AutoscalerError> {
-        let mut options =
+    /// Reads every stored state of the job once.
+    async fn load_state(&self, ctx: &Ctx) -> Result<JobState, AutoscalerError> {
+        let store = &self.state_store;
+        Ok(JobState {
+            metric_history: store.get_collected_metrics(ctx).await.map_err(state_error)?,
+            scaling_history: store.get_scaling_history(ctx).await.map_err(state_error)?,
+            scaling_tracking: store.get_scaling_tracking(ctx).await.map_err(state_error)?,
+            delayed_scale_down: store.get_delayed_scale_down(ctx).await.map_err(state_error)?,
+            parallelism_overrides: store.get_parallelism_overrides(ctx).await.map_err(state_error)?,
+        })
+    }
+
+    /// Writes back the parts of `state` the cycle changed.
+    async fn persist(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> Result<(), AutoscalerError> {
+        let store = &self.state_store;
+        if changes.metric_history {
+            store
+                .store_collected_metrics(ctx, &state.metric_history)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.scaling_history {
+            store
+                .store_scaling_history(ctx, &state.scaling_history)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.scaling_tracking {
+            store
+                .store_scaling_tracking(ctx, &state.scaling_tracking)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.parallelism_overrides {
+            store
+                .store_parallelism_overrides(ctx, &state.parallelism_overrides)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.reset_config_changes {
+            store
+                .store_config_changes(ctx, &ConfigChanges::default())
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.delayed_scale_down {
+            store
+                .store_delayed_scale_down(ctx, &state.delayed_scale_down)
+                .await
+                .map_err(state_error)?;
+        }
+        Ok(())
+    }
+
+    async fn run_cycle_inner(&self, ctx: &Ctx, end: &mut CycleEnd) -> Result<CycleOutcome, AutoscalerError> {
+        let options =
             AutoScalerOptions::from_configuration(ctx.configuration()).map_err(|e| cycle_error("options", e))?;
+        end.excluded = options.vertex_exclude_ids.clone();
         if !options.enabled {
             self.state_store.clear_all(ctx).await.map_err(state_error)?;
             self.state_store.flush(ctx).await.map_err(state_error)?;
+            end.overrides = Some(ParallelismOverrides::new());
             return Ok(CycleOutcome::Disabled);
         }
         if ctx.job_status() != Some(JobStatus::Running) {
@@ -144,118 +202,53 @@ where
         }
         let now = self.clock.now();
 
-        // Collection (anchor §2.2): load the stored window, add this cycle's snapshot.
-        let mut history = self.state_store.get_collected_metrics(ctx).await.map_err(state_error)?;
-        let collected = match self.collector.collect(ctx, &history, now).await {
+        let collected = match self.collector.collect(ctx, &options, now).await {
             Ok(c) => c,
             Err(CollectError::NotReady(reason)) => return Ok(CycleOutcome::NotReady(reason)),
             Err(e) => return Err(cycle_error("collect", e)),
         };
-        let topology = collected.topology;
-        if history
-            .first_time()
-            .is_some_and(|first| collected.job_running_since > first)
-        {
-            // The job restarted or was rescaled since the first sample: that window is void.
-            self.state_store
-                .remove_collected_metrics(ctx)
-                .await
-                .map_err(state_error)?;
-            history.clear();
-        }
-        // Vertices whose busy time cannot be measured are never scaled (reference: legacy sources).
-        for (id, values) in &collected.metrics.vertex_metrics {
-            if values.get_or_absent(ScalingMetric::Load).is_nan()
-                && !options.vertex_exclude_ids.contains(&id.to_string())
-            {
-                options.vertex_exclude_ids.push(id.to_string());
+        let mut state = self.load_state(ctx).await?;
+        let mut changes = StateChanges::default();
+        let observation = cycle::observe(&mut state, &mut changes, collected, now, now, &options);
+        end.excluded = observation.excluded_vertices(&options);
+        let assessment = cycle::assess(&mut state, &mut changes, &observation, now, &options);
+        let (stabilizing, evaluated) = match assessment.stage {
+            Stage::InsufficientSamples => {
+                self.persist(ctx, &state, &changes).await?;
+                end.overrides = Some(state.parallelism_overrides);
+                self.state_store.flush(ctx).await.map_err(state_error)?;
+                return Ok(CycleOutcome::InsufficientSamples);
             }
-        }
-        history.insert(now, collected.metrics);
-        let status = window_status(
-            &history,
-            collected.job_running_since,
-            now,
-            options.stabilization_interval,
-            options.metrics_window,
-        );
-        if status.window_full {
-            history.remove_before(now - chrono_duration(options.metrics_window));
-        }
-        self.state_store
-            .store_collected_metrics(ctx, &history)
-            .await
-            .map_err(state_error)?;
-
-        let mut scaling_history = self.state_store.get_scaling_history(ctx).await.map_err(state_error)?;
-        let before = scaling_history.len();
-        scaling_history.retain(|id, _| topology.get(id.as_str()).is_some());
-        if scaling_history.len() != before {
-            self.state_store
-                .store_scaling_history(ctx, &scaling_history)
-                .await
-                .map_err(state_error)?;
-        }
-        let scaling_history = trim_scaling_history(&scaling_history, now, &options);
-        let mut tracking = trim_scaling_tracking(
-            &self.state_store.get_scaling_tracking(ctx).await.map_err(state_error)?,
-            now,
-            &options,
-        );
-        if record_restart_duration_if_tracked_and_parallelism_matches(
-            &mut tracking,
-            collected.job_running_since,
-            &topology,
-            &scaling_history,
-        ) {
-            self.state_store
-                .store_scaling_tracking(ctx, &tracking)
-                .await
-                .map_err(state_error)?;
-        }
-
-        if history.len() < 2 {
-            self.state_store.flush(ctx).await.map_err(state_error)?;
-            return Ok(CycleOutcome::InsufficientSamples);
-        }
-        let restart_time = max_restart_time_or_default(&tracking, &options);
-
-        // Evaluation (anchor §2.3).
-        let evaluated = evaluate(&topology, &history, &options.evaluation_config(restart_time))
-            .map_err(|e| cycle_error("evaluate", e))?;
+            Stage::Failed(error) => {
+                self.persist(ctx, &state, &changes).await?;
+                end.overrides = Some(state.parallelism_overrides);
+                return Err(cycle_error("evaluate", error));
+            }
+            Stage::WindowNotFull { stabilizing, evaluated } => (Some(stabilizing), evaluated),
+            Stage::Ready(evaluated) => (None, evaluated),
+        };
         report_gauges(ctx, &evaluated);
         self.state_store
             .store_evaluated_metrics(ctx, &evaluated)
             .await
             .map_err(state_error)?;
-        if !status.window_full {
+        if let Some(stabilizing) = stabilizing {
+            self.persist(ctx, &state, &changes).await?;
+            end.overrides = Some(state.parallelism_overrides);
             self.state_store.flush(ctx).await.map_err(state_error)?;
-            return Ok(CycleOutcome::WindowNotFull {
-                stabilizing: status.stabilizing,
-            });
+            return Ok(CycleOutcome::WindowNotFull { stabilizing });
         }
 
-        // Decision (anchor §2.7).
-        let mut delayed = self
-            .state_store
-            .get_delayed_scale_down(ctx)
-            .await
-            .map_err(state_error)?;
-        let in_excluded_period = options.is_excluded_period(now).map_err(|e| cycle_error("options", e))?;
-        let input = DecisionInput {
+        let facts = DecisionFacts {
             now,
-            topology: &topology,
+            topology: &observation.topology,
             evaluated: &evaluated,
-            scaling_history: &scaling_history,
-            restart_time,
             options: &options,
-            in_excluded_period,
+            unmeasured: &observation.unmeasured,
             task_manager_cpu: ctx.task_manager_cpu(),
-            task_manager_memory: options
-                .task_manager_process_memory
-                .or_else(|| ctx.task_manager_memory()),
+            task_manager_memory: ctx.task_manager_memory(),
         };
-        let decision = scaling::decide(&input, &mut delayed);
+        let decision = cycle::conclude(&mut state, &mut changes, assessment.scaling, &facts);
         for event in &decision.events {
             match &event.report_header {
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
@@ -279,77 +272,44 @@ where
                 }
             }
         }
+        let reporter = ctx.metrics_reporter();
         for (id, summary) in &decision.summaries {
-            ctx.metrics_reporter().set_gauge(
-                &format!("{id}.RECOMMENDED_PARALLELISM.Current"),
+            reporter.set_vertex_gauge(
+                id,
+                ScalingMetric::RecommendedParallelism,
+                GaugeKind::Current,
                 f64::from(summary.new_parallelism),
             );
         }
+        self.persist(ctx, &state, &changes).await?;
+        end.overrides = Some(state.parallelism_overrides);
         if matches!(decision.outcome, DecisionOutcome::Scale) {
-            let mut full_history = self.state_store.get_scaling_history(ctx).await.map_err(state_error)?;
-            full_history.retain(|id, _| topology.get(id.as_str()).is_some());
-            record_scaling(&mut full_history, &mut tracking, now, &decision.summaries, &options);
-            let full_history = trim_scaling_history(&full_history, now, &options);
-            self.state_store
-                .store_scaling_history(ctx, &full_history)
-                .await
-                .map_err(state_error)?;
-            self.state_store
-                .store_scaling_tracking(ctx, &tracking)
-                .await
-                .map_err(state_error)?;
-            let overrides: ParallelismOverrides = evaluated
-                .vertices
-                .keys()
-                .filter_map(|id| {
-                    let current = topology.get(id.as_str())?.parallelism.get();
-                    let new = decision.summaries.get(id).map_or(current, |s| s.new_parallelism);
-                    Some((id.clone(), new))
-                })
-                .collect();
-            self.state_store
-                .store_parallelism_overrides(ctx, &overrides)
-                .await
-                .map_err(state_error)?;
-            self.state_store
-                .store_config_changes(ctx, &ConfigChanges::default())
-                .await
-                .map_err(state_error)?;
-            self.state_store
-                .store_delayed_scale_down(ctx, &delayed)
-                .await
-                .map_err(state_error)?;
-            ctx.metrics_reporter().increment_counter("scalings");
+            reporter.increment_counter("scalings");
         } else {
-            if delayed.updated {
-                self.state_store
-                    .store_delayed_scale_down(ctx, &delayed)
-                    .await
-                    .map_err(state_error)?;
-            }
-            ctx.metrics_reporter().increment_counter("balanced");
+            reporter.increment_counter("balanced");
         }
         self.state_store.flush(ctx).await.map_err(state_error)?;
         Ok(CycleOutcome::Decided(decision.outcome))
     }
 
-    /// Sends the stored overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
-    /// (the autoscaler wins, except for excluded vertices), to the realizer.
-    async fn apply_parallelism_overrides(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
-        let stored = self
-            .state_store
-            .get_parallelism_overrides(ctx)
-            .await
-            .map_err(state_error)?;
+    /// Sends the overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
+    /// (the autoscaler wins, except for the cycle's excluded vertices), to the realizer. The
+    /// overrides are the cycle's when it loaded the state, else they are read from the store.
+    async fn apply_parallelism_overrides(&self, ctx: &Ctx, end: CycleEnd) -> Result<(), AutoscalerError> {
+        let stored = match end.overrides {
+            Some(overrides) => overrides,
+            None => self
+                .state_store
+                .get_parallelism_overrides(ctx)
+                .await
+                .map_err(state_error)?,
+        };
         if stored.is_empty() {
             return Ok(());
         }
-        let excluded: Vec<String> = AutoScalerOptions::from_configuration(ctx.configuration())
-            .map(|o| o.vertex_exclude_ids)
-            .unwrap_or_default();
         let mut merged = user_overrides(ctx.configuration().get(PIPELINE_PARALLELISM_OVERRIDES));
         for (id, p) in stored {
-            if excluded.iter().any(|e| e == id.as_str()) && merged.contains_key(&id) {
+            if end.excluded.iter().any(|e| e == id.as_str()) && merged.contains_key(&id) {
                 continue;
             }
             merged.insert(id, p);
@@ -359,6 +319,15 @@ where
             .await
             .map_err(|e| cycle_error("realize", e))
     }
+}
+
+/// What the end of a cycle hands to the override re-application.
+#[derive(Debug, Default)]
+struct CycleEnd {
+    /// The overrides after the cycle, if it loaded the state (else they are read from the store).
+    overrides: Option<ParallelismOverrides>,
+    /// The vertices excluded from scaling this cycle.
+    excluded: Vec<String>,
 }
 
 /// Parses the user's `vertex:parallelism,...` map, skipping malformed entries.
@@ -375,18 +344,17 @@ fn user_overrides(value: Option<&str>) -> ParallelismOverrides {
 
 fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autoscaler_metrics::EvaluatedMetrics) {
     let reporter = ctx.metrics_reporter();
+    if !reporter.wants_gauges() {
+        return;
+    }
     for (id, metrics) in &evaluated.vertices {
         for (metric, value) in metrics.iter() {
-            reporter.set_gauge(&format!("{id}.{metric}.Current"), value.current);
+            reporter.set_vertex_gauge(id, metric, GaugeKind::Current, value.current);
             if metric.calculates_average() {
-                reporter.set_gauge(&format!("{id}.{metric}.Average"), value.average);
+                reporter.set_vertex_gauge(id, metric, GaugeKind::Average, value.average);
             }
         }
     }
-}
-
-fn chrono_duration(d: std::time::Duration) -> chrono::Duration {
-    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
 fn cycle_error(step: &'static str, e: impl std::fmt::Display) -> AutoscalerError {

@@ -1,15 +1,13 @@
-//! The replay pipeline: state loading, window, evaluation, decision (replay-format §3.3-3.5).
+//! The replay pipeline: the live cycle's steps on a recorded scenario (replay-format §3.3-3.5).
 
 use super::output::{self, number};
 use super::scenario::{Scenario, ScenarioError, ScenarioInput};
-use autoscaler_core::scaling::{
-    self, CycleEvent, Decision, DecisionInput, max_restart_time_or_default,
-    record_restart_duration_if_tracked_and_parallelism_matches, trim_scaling_history, trim_scaling_tracking,
-};
-use autoscaler_core::{AutoScalerOptions, DelayedScaleDown, EventType, OptionsError};
+use autoscaler_core::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
+use autoscaler_core::scaling::{CycleEvent, Decision};
+use autoscaler_core::{AutoScalerOptions, CollectedJobMetrics, DelayedScaleDown, MetricsSnapshot, OptionsError};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, JobTopology, MetricHistory, ScalingMetric,
-    compute_processing_rate_thresholds, evaluate, window_status,
+    compute_processing_rate_thresholds,
 };
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -111,102 +109,98 @@ fn complete_evaluated(
     out
 }
 
-/// Runs the scenario's cycle and returns the result document.
+/// Runs the scenario's cycle and returns the result document: the steps of
+/// [`autoscaler_core::cycle`] on the scenario's state, exactly as a live cycle runs them.
 pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
     let options = AutoScalerOptions::from_configuration(&s.config).map_err(options_error)?;
-    let in_excluded_period = options.is_excluded_period(s.now).map_err(options_error)?;
-
-    // §3.3 step 1: state loading.
-    let history = trim_scaling_history(&s.scaling_history, s.now, &options);
-    let mut tracking = trim_scaling_tracking(&s.scaling_tracking, s.now, &options);
-    if let Some(running_since) = s.job.running_since {
-        record_restart_duration_if_tracked_and_parallelism_matches(&mut tracking, running_since, &s.topology, &history);
-    }
-    let restart_time = max_restart_time_or_default(&tracking, &options);
+    let mut state = JobState {
+        metric_history: MetricHistory::new(),
+        scaling_history: s.scaling_history.clone(),
+        scaling_tracking: s.scaling_tracking.clone(),
+        delayed_scale_down: s.delayed_scale_down.clone(),
+        parallelism_overrides: Default::default(),
+    };
+    let mut changes = StateChanges::default();
 
     let mut result = Map::new();
     result.insert("format".into(), Value::from(output::RESULT_FORMAT));
-    let mut delayed: DelayedScaleDown = s.delayed_scale_down.clone();
     let mut events: Vec<Value> = Vec::new();
 
-    let evaluated = match &s.input {
-        ScenarioInput::Evaluated(given) => complete_evaluated(given, &s.topology, &options, restart_time),
-        ScenarioInput::Metrics(snapshots) => {
-            let running_since = s.job.running_since.unwrap_or(s.now);
-            // Step 2: a restart after the first snapshot invalidates all but the last one.
-            let restarted = snapshots.first().is_some_and(|(at, _)| running_since > *at);
-            let kept = if restarted {
-                &snapshots[snapshots.len() - 1..]
-            } else {
-                &snapshots[..]
-            };
-            let mut metric_history: MetricHistory = kept.iter().cloned().collect();
-            // Step 3: window.
-            let status = window_status(
-                &metric_history,
-                running_since,
+    let (scaling, evaluated, unmeasured) = match &s.input {
+        ScenarioInput::Evaluated(given) => {
+            // §3.4: state loading, then the decision on the completed metrics.
+            let scaling = cycle::load_scaling_state(
+                &mut state,
+                &mut changes,
+                &s.topology,
+                s.job.running_since,
                 s.now,
-                options.stabilization_interval,
-                options.metrics_window,
+                &options,
             );
-            if status.window_full {
-                let window = chrono::Duration::from_std(options.metrics_window).unwrap_or(chrono::Duration::MAX);
-                metric_history.remove_before(s.now - window);
-            }
+            let evaluated = complete_evaluated(given, &s.topology, &options, scaling.restart_time);
+            (scaling, evaluated, Vec::new())
+        }
+        ScenarioInput::Metrics(snapshots) => {
+            // §3.3: the earlier snapshots are the stored window, the last one this cycle's collection.
+            let Some(((collected_at, latest), earlier)) = snapshots.split_last() else {
+                return Err(ScenarioError::new("metrics", "expected at least one snapshot"));
+            };
+            state.metric_history = earlier.iter().cloned().collect();
+            let collected = CollectedJobMetrics {
+                topology: s.topology.clone(),
+                job_running_since: s.job.running_since.unwrap_or(s.now),
+                metrics: MetricsSnapshot::Scaling(latest.clone()),
+            };
+            let observation = cycle::observe(&mut state, &mut changes, collected, *collected_at, s.now, &options);
+            let assessment = cycle::assess(&mut state, &mut changes, &observation, s.now, &options);
             result.insert("evaluated".into(), Value::Null);
-            result.insert("restart_time_s".into(), Value::from(restart_time.as_secs()));
-            // Step 4.
-            if metric_history.len() < 2 {
-                result.insert(
-                    "decision".into(),
-                    no_decision(&s.topology, "not_ready", "insufficient_samples"),
-                );
-                return Ok(finish(result, &delayed, events));
-            }
-            // Step 5.
-            let config = options.evaluation_config(restart_time);
-            let evaluated = match evaluate(&s.topology, &metric_history, &config) {
-                Ok(e) => e,
-                Err(e) => {
+            result.insert(
+                "restart_time_s".into(),
+                Value::from(assessment.scaling.restart_time.as_secs()),
+            );
+            match assessment.stage {
+                Stage::InsufficientSamples => {
+                    result.insert(
+                        "decision".into(),
+                        no_decision(&s.topology, "not_ready", "insufficient_samples"),
+                    );
+                    return Ok(finish(result, &state.delayed_scale_down, events));
+                }
+                Stage::Failed(e) => {
                     let message = e.to_string();
                     events.push(json!({"type": "Warning", "reason": "AutoscalerError", "message": message}));
                     result.insert("decision".into(), no_decision(&s.topology, "error", &message));
-                    return Ok(finish(result, &delayed, events));
+                    return Ok(finish(result, &state.delayed_scale_down, events));
                 }
-            };
-            result.insert("evaluated".into(), output::evaluated(&evaluated, &s.topology));
-            // Step 6.
-            if !status.window_full {
-                let reason = if status.stabilizing {
-                    "stabilizing"
-                } else {
-                    "window_not_full"
-                };
-                result.insert("decision".into(), no_decision(&s.topology, "not_ready", reason));
-                return Ok(finish(result, &delayed, events));
+                Stage::WindowNotFull { stabilizing, evaluated } => {
+                    result.insert("evaluated".into(), output::evaluated(&evaluated, &s.topology));
+                    let reason = if stabilizing { "stabilizing" } else { "window_not_full" };
+                    result.insert("decision".into(), no_decision(&s.topology, "not_ready", reason));
+                    return Ok(finish(result, &state.delayed_scale_down, events));
+                }
+                Stage::Ready(evaluated) => {
+                    result.insert("evaluated".into(), output::evaluated(&evaluated, &s.topology));
+                    (assessment.scaling, evaluated, observation.unmeasured)
+                }
             }
-            evaluated
         }
     };
-    result.insert("restart_time_s".into(), Value::from(restart_time.as_secs()));
+    result.insert("restart_time_s".into(), Value::from(scaling.restart_time.as_secs()));
 
     // §3.5: decision.
-    let input = DecisionInput {
+    let facts = DecisionFacts {
         now: s.now,
         topology: &s.topology,
         evaluated: &evaluated,
-        scaling_history: &history,
-        restart_time,
         options: &options,
-        in_excluded_period,
+        unmeasured: &unmeasured,
         task_manager_cpu: s.job.taskmanager_cpu,
-        task_manager_memory: options.task_manager_process_memory.or(s.job.taskmanager_memory),
+        task_manager_memory: s.job.taskmanager_memory,
     };
-    let decision = scaling::decide(&input, &mut delayed);
+    let decision = cycle::conclude(&mut state, &mut changes, scaling, &facts);
     events.extend(decision.events.iter().map(event_json));
     result.insert("decision".into(), decision_json(&s.topology, &decision));
-    let _ = EventType::Normal;
-    Ok(finish(result, &delayed, events))
+    Ok(finish(result, &state.delayed_scale_down, events))
 }
 
 fn finish(mut result: Map<String, Value>, delayed: &DelayedScaleDown, events: Vec<Value>) -> Value {
