@@ -7,6 +7,8 @@ pub use autoscaler_metrics as metrics;
 pub use autoscaler_realizer as realizer;
 pub use autoscaler_state as state;
 
+pub mod explain;
+pub mod recording;
 pub mod replay;
 pub mod sim;
 

@@ -133,10 +133,15 @@ pub struct AutoScalerOptions {
     pub memory_tuning_overhead: f64,
     /// `memory.tuning.maximize-managed-memory` (false).
     pub memory_tuning_maximize_managed_memory: bool,
-    /// `metrics.custom-evaluators` ([]); custom plugins are not supported, the names are kept.
+    /// `metrics.custom-evaluators` ([]): the custom evaluator instances (only the first is used;
+    /// see [`crate::plugins`]).
     pub custom_evaluators: Vec<String>,
-    /// `scaling.custom-executors` ([]); custom plugins are not supported, the names are kept.
+    /// `scaling.custom-executors` ([]): the scaling executor instances (see [`crate::plugins`]).
     pub custom_executors: Vec<String>,
+    /// The name `scaling.parallelism-alignment.mode` gives when it is not a built-in: a custom
+    /// alignment mode, resolved by [`PluginRegistry::resolve`](crate::plugins::PluginRegistry::resolve).
+    /// [`AutoScalerOptions::alignment_mode`] is then BALANCED, the fallback when it cannot be resolved.
+    pub custom_alignment_mode: Option<String>,
 }
 
 impl Default for AutoScalerOptions {
@@ -189,6 +194,7 @@ impl Default for AutoScalerOptions {
             memory_tuning_maximize_managed_memory: false,
             custom_evaluators: Vec::new(),
             custom_executors: Vec::new(),
+            custom_alignment_mode: None,
         }
     }
 }
@@ -413,6 +419,10 @@ impl AutoScalerOptions {
             )?,
             custom_evaluators: list("metrics.custom-evaluators")?,
             custom_executors: list("scaling.custom-executors")?,
+            custom_alignment_mode: lookup(conf, "scaling.parallelism-alignment.mode")
+                .map(|(_, name)| name)
+                .filter(|name| !BUILT_IN_ALIGNMENT_MODES.contains(name))
+                .map(str::to_owned),
         })
     }
 
@@ -469,11 +479,15 @@ impl AutoScalerOptions {
     }
 }
 
+/// The names `scaling.parallelism-alignment.mode` selects a built-in mode with (case-sensitive).
+const BUILT_IN_ALIGNMENT_MODES: [&str; 3] = ["BALANCED", "EVENLY_SPREAD", "OFF"];
+
 /// Resolves the alignment mode (anchor-features §2.5 "Mode resolution", reference
 /// `ParallelismAligner.resolve`):
 /// 1. `scaling.parallelism-alignment.mode` explicitly set: `BALANCED`, `EVENLY_SPREAD` or `OFF`
-///    compared case-sensitively; any other value names a custom plugin, which this crate does not
-///    support, so it falls back to BALANCED as the reference does when the plugin is missing;
+///    compared case-sensitively; any other value names a custom mode
+///    ([`AutoScalerOptions::custom_alignment_mode`]), for which this returns BALANCED, the
+///    reference's fallback when the mode cannot be resolved;
 /// 2. else the deprecated `scaling.key-group.partitions.adjust.mode` if explicitly set (enum,
 ///    case-insensitive `EVENLY_SPREAD` / `MAXIMIZE_UTILISATION`) selects the blocking legacy mode;
 /// 3. else BALANCED.
@@ -481,18 +495,13 @@ impl AutoScalerOptions {
 /// # Errors
 /// [`OptionsError::InvalidValue`] when the legacy key is consulted and is not one of its names.
 pub fn resolve_alignment_mode(conf: &Configuration) -> Result<AlignmentMode, OptionsError> {
-    if let Some((key, name)) = lookup(conf, "scaling.parallelism-alignment.mode") {
+    if let Some((_, name)) = lookup(conf, "scaling.parallelism-alignment.mode") {
         return Ok(match name {
             "BALANCED" => AlignmentMode::Balanced,
             "EVENLY_SPREAD" => AlignmentMode::EvenlySpread,
             "OFF" => AlignmentMode::Off,
-            custom => {
-                tracing::warn!(
-                    "Alignment mode '{custom}' ({key}) is not a built-in and custom alignment modes are not \
-                     supported. Falling back to BALANCED."
-                );
-                AlignmentMode::Balanced
-            }
+            // A custom mode: the plugin registry resolves it (and warns when it cannot).
+            _ => AlignmentMode::Balanced,
         });
     }
     let legacy = read(conf, "scaling.key-group.partitions.adjust.mode", |v| match parse_enum(

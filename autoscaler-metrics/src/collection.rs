@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A Flink metric the autoscaler reads, recognised by its name (the reference's `FlinkMetric`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Serialized by the reference's constant names (`BUSY_TIME_PER_SEC`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FlinkMetric {
     /// `busyTimeMsPerSecond` (task).
     BusyTimePerSec,
@@ -123,18 +125,23 @@ impl FlinkMetric {
 }
 
 /// One metric aggregated over subtasks (or task managers), as Flink's aggregated metrics endpoints
-/// answer it. NaN marks an aggregate Flink did not report.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// answer it. NaN marks an aggregate Flink did not report (serialized as `"NaN"`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AggregatedMetric {
     /// Smallest value.
+    #[serde(with = "crate::json_number")]
     pub min: f64,
     /// Largest value.
+    #[serde(with = "crate::json_number")]
     pub max: f64,
     /// Mean value.
+    #[serde(with = "crate::json_number")]
     pub avg: f64,
     /// Sum of the values.
+    #[serde(with = "crate::json_number")]
     pub sum: f64,
     /// Skew of the values.
+    #[serde(with = "crate::json_number")]
     pub skew: f64,
 }
 
@@ -223,13 +230,14 @@ pub fn finished_vertex_metrics() -> FlinkMetrics {
 
 /// The IO counters of a vertex from the job details (`read-records`, `write-records`,
 /// `accumulated-busy-time`), accumulated over all its subtasks since the job (re)started.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct IoMetrics {
     /// Records read.
     pub num_records_in: u64,
     /// Records written.
     pub num_records_out: u64,
     /// Busy milliseconds summed over subtasks (NaN when Flink does not measure it).
+    #[serde(with = "crate::json_number")]
     pub accumulated_busy_time: f64,
 }
 
@@ -243,11 +251,13 @@ impl IoMetrics {
 }
 
 /// The slot metrics of the job manager (`taskSlotsTotal`, `taskSlotsAvailable`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TaskSlotMetrics {
     /// Slots registered in the cluster.
+    #[serde(with = "crate::json_number")]
     pub total: f64,
     /// Slots free.
+    #[serde(with = "crate::json_number")]
     pub available: f64,
 }
 
@@ -290,6 +300,28 @@ pub fn load(flink: &FlinkMetrics, aggregator: BusyTimeAggregator) -> f64 {
     } else {
         f64::NAN
     }
+}
+
+/// `BACKPRESSURE`: backpressured milliseconds per second of the aggregated subtask, divided by 1000,
+/// never negative, aggregated over subtasks with the busy-time aggregator exactly as [`load`] is;
+/// NaN when the backpressured time is not finite, `None` when it was not collected at all. This
+/// project's addition (the reference reads backpressure only to correct a source's observed rate).
+///
+/// ```
+/// use autoscaler_metrics::BusyTimeAggregator;
+/// use autoscaler_metrics::collection::{AggregatedMetric, FlinkMetric, FlinkMetrics, backpressure};
+/// let bp = AggregatedMetric { min: 100.0, max: 800.0, avg: 450.0, sum: 900.0, skew: 0.0 };
+/// let flink: FlinkMetrics = [(FlinkMetric::BackpressureTimePerSec, bp)].into();
+/// assert_eq!(backpressure(&flink, BusyTimeAggregator::Max), Some(0.8));
+/// assert_eq!(backpressure(&FlinkMetrics::new(), BusyTimeAggregator::Max), None);
+/// ```
+pub fn backpressure(flink: &FlinkMetrics, aggregator: BusyTimeAggregator) -> Option<f64> {
+    let backpressured = flink.get(&FlinkMetric::BackpressureTimePerSec)?.get(aggregator);
+    Some(if backpressured.is_finite() {
+        backpressured.max(0.0) / 1000.0
+    } else {
+        f64::NAN
+    })
 }
 
 /// The accumulated input record count, by the reference's fallback chain
@@ -394,8 +426,9 @@ pub fn observed_tpr(
 /// The scaling metrics of one vertex, every value rounded with [`round_metric`] (reference
 /// `convertToScalingMetrics`): `LAG` (sources), `LOAD`, `ACCUMULATED_BUSY_TIME`, `NUM_RECORDS_IN`,
 /// `NUM_RECORDS_OUT`, then `OBSERVED_TPR` for sources or `NUM_RECORDS_IN_PER_SECOND` (when
-/// `numRecordsInPerSecond` was collected) for the others. `history_average` gives the stored
-/// window's `OBSERVED_TPR` average; it is only called when needed.
+/// `numRecordsInPerSecond` was collected) for the others; plus this project's `BACKPRESSURE` (see
+/// [`backpressure`]) for every vertex whose `backPressuredTimeMsPerSecond` was collected.
+/// `history_average` gives the stored window's `OBSERVED_TPR` average; it is only called when needed.
 pub fn vertex_scaling_metrics(
     flink: &FlinkMetrics,
     io: &IoMetrics,
@@ -409,6 +442,9 @@ pub fn vertex_scaling_metrics(
         out.insert(ScalingMetric::Lag, lag);
     }
     out.insert(ScalingMetric::Load, load(flink, config.busy_time_aggregator));
+    if let Some(backpressure) = backpressure(flink, config.busy_time_aggregator) {
+        out.insert(ScalingMetric::Backpressure, backpressure);
+    }
     out.insert(ScalingMetric::AccumulatedBusyTime, io.accumulated_busy_time);
     out.insert(ScalingMetric::NumRecordsIn, num_records_in(flink, io, is_source));
     out.insert(ScalingMetric::NumRecordsOut, io.num_records_out as f64);
@@ -449,8 +485,8 @@ pub fn global_metrics(task_slots: Option<TaskSlotMetrics>, task_managers: &Flink
     out
 }
 
-/// Everything one collection gathered from Flink, before conversion.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Everything one collection gathered from Flink, before conversion (serde: the recording format).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RawJobMetrics {
     /// Aggregated subtask metrics per (non-finished) vertex.
     pub vertex_metrics: BTreeMap<VertexId, FlinkMetrics>,
@@ -465,7 +501,7 @@ pub struct RawJobMetrics {
 /// Converts one collection into a [`CollectedMetrics`] snapshot (reference
 /// `ScalingMetricCollector.convertToScalingMetrics`). Every vertex of `topology` gets metrics;
 /// FINISHED vertices get [`finished_vertex_metrics`] and [`IoMetrics::FINISHED`] whatever was
-/// collected. `history` is the stored window *of the current job run* (the caller drops samples taken
+/// collected, and a `BACKPRESSURE` of 0. `history` is the stored window *of the current job run* (the caller drops samples taken
 /// before the job last started): sources that are not catching up carry its `OBSERVED_TPR` average
 /// forward.
 pub fn convert_to_scaling_metrics(
@@ -495,7 +531,11 @@ pub fn convert_to_scaling_metrics(
                 config.observed_tpr_min_observations,
             )
         };
-        let metrics = vertex_scaling_metrics(flink, &io, vertex.is_source(), config, history_average);
+        let mut metrics = vertex_scaling_metrics(flink, &io, vertex.is_source(), config, history_average);
+        if vertex.finished {
+            // A finished vertex sends nothing, so nothing holds it back.
+            metrics.insert(ScalingMetric::Backpressure, 0.0);
+        }
         vertex_metrics.insert(vertex.id.clone(), metrics);
     }
     CollectedMetrics {
@@ -682,6 +722,43 @@ mod tests {
     }
 
     #[test]
+    fn backpressure_is_collected_for_every_vertex_with_the_load_aggregator() {
+        // Subtasks backpressured 100, 800 and 450 ms/s: MAX 0.8, MIN 0.1, AVG 0.45.
+        let bp = agg(100.0, 800.0, 450.0, 1350.0);
+        let f = flink(&[
+            (FlinkMetric::BusyTimePerSec, agg(50.0, 900.0, 400.0, 1200.0)),
+            (FlinkMetric::BackpressureTimePerSec, bp),
+        ]);
+        for (aggregator, expected_load, expected_bp) in [
+            (BusyTimeAggregator::Max, 0.9, 0.8),
+            (BusyTimeAggregator::Min, 0.05, 0.1),
+            (BusyTimeAggregator::Avg, 0.4, 0.45),
+        ] {
+            let config = CollectionConfig {
+                busy_time_aggregator: aggregator,
+                ..CollectionConfig::default()
+            };
+            for is_source in [true, false] {
+                let m = vertex_scaling_metrics(&f, &io(0, 0, 0.0), is_source, &config, || 0.0);
+                assert_eq!(m.get(ScalingMetric::Load), Some(expected_load), "{aggregator:?}");
+                assert_eq!(m.get(ScalingMetric::Backpressure), Some(expected_bp), "{aggregator:?}");
+            }
+        }
+        // 333.3336 ms/s -> 0.3333336 -> rounded as every collected metric: 0.333.
+        let odd = flink(&[(FlinkMetric::BackpressureTimePerSec, agg(0.0, 333.3336, 0.0, 0.0))]);
+        let m = vertex_scaling_metrics(&odd, &io(0, 0, 0.0), false, &CollectionConfig::default(), || 0.0);
+        assert_eq!(m.get(ScalingMetric::Backpressure), Some(0.333));
+        // Negative is clamped to 0, NaN stays NaN, not collected is absent.
+        let negative = flink(&[(FlinkMetric::BackpressureTimePerSec, agg(0.0, -5.0, 0.0, 0.0))]);
+        assert_eq!(backpressure(&negative, BusyTimeAggregator::Max), Some(0.0));
+        let nan = flink(&[(FlinkMetric::BackpressureTimePerSec, AggregatedMetric::NAN)]);
+        assert!(backpressure(&nan, BusyTimeAggregator::Max).is_some_and(f64::is_nan));
+        let none = flink(&[(FlinkMetric::BusyTimePerSec, agg(0.0, 5.0, 0.0, 0.0))]);
+        let m = vertex_scaling_metrics(&none, &io(0, 0, 0.0), false, &CollectionConfig::default(), || 0.0);
+        assert!(!m.contains(ScalingMetric::Backpressure));
+    }
+
+    #[test]
     fn several_pending_records_metrics_sum_into_the_lag() {
         let a = agg(1.0, 3.0, 2.0, 4.0);
         let b = agg(0.0, 10.0, 5.0, 20.0);
@@ -757,7 +834,12 @@ mod tests {
         assert_eq!(src.get(ScalingMetric::NumRecordsOut), Some(0.0));
         assert_eq!(src.get(ScalingMetric::AccumulatedBusyTime), Some(0.0));
         assert_eq!(src.get(ScalingMetric::ObservedTpr), Some(f64::INFINITY));
+        assert_eq!(src.get(ScalingMetric::Backpressure), Some(0.0));
         let sink = collected.vertex("sink").expect("sink metrics");
+        assert!(
+            !sink.contains(ScalingMetric::Backpressure),
+            "not collected for the sink"
+        );
         assert_eq!(sink.get(ScalingMetric::Load), Some(0.5));
         assert_eq!(sink.get(ScalingMetric::NumRecordsIn), Some(100.0));
         assert!(!sink.contains(ScalingMetric::NumRecordsInPerSecond));

@@ -73,13 +73,32 @@ pub fn evaluate(
     history: &MetricHistory,
     config: &EvaluationConfig,
 ) -> Result<EvaluatedMetrics, MetricsError> {
+    evaluate_inner(topology, history, config, None)
+}
+
+/// [`evaluate`], with `custom` (when given) consulted for every vertex right after its built-in
+/// evaluation; its answer is merged over the built-in metrics before downstream vertices read them
+/// (see [`crate::evaluate_with_custom`]).
+pub(crate) fn evaluate_inner(
+    topology: &JobTopology,
+    history: &MetricHistory,
+    config: &EvaluationConfig,
+    mut custom: Option<&mut crate::custom_evaluation::CustomEvaluator<'_>>,
+) -> Result<EvaluatedMetrics, MetricsError> {
     let vertices = topology.vertices();
     let window = Window::read(topology, history);
     let processing_backlog = is_processing_backlog(topology, &window, config);
 
     let mut evaluated = vec![EvaluatedVertexMetrics::new(); vertices.len()];
+    // The custom evaluator's view of the vertices evaluated so far, kept only when there is one.
+    let mut in_progress = std::collections::BTreeMap::new();
     for &v in topology.topological_order() {
         evaluated[v] = evaluate_vertex(topology, &window, &evaluated, v, processing_backlog, config)?;
+        if let Some(custom) = custom.as_deref_mut() {
+            let id = &vertices[v].id;
+            crate::custom_evaluation::apply(custom, id, &mut evaluated[v], &in_progress, processing_backlog);
+            in_progress.insert(id.clone(), evaluated[v]);
+        }
     }
 
     Ok(EvaluatedMetrics {
@@ -364,10 +383,11 @@ fn evaluate_vertex(
 
     let parallelism = f64::from(info.parallelism.get());
     let busy_time = busy_time_ms_per_second(series, parallelism, config.busy_time_aggregator);
-    let busy_time_tpr = tpr_from_busy_time(busy_time, tpr_input_rate(series, config.busy_time_aggregator));
-    let observed_tpr = series.observed_tpr.average(config.observed_tpr_min_observations);
-    let tpr = select_true_processing_rate(busy_time_tpr, observed_tpr, config.observed_tpr_switch_threshold);
-    out.insert(ScalingMetric::TrueProcessingRate, EvaluatedScalingMetric::avg(tpr));
+    let estimate = tpr_estimate(series, parallelism, config);
+    out.insert(
+        ScalingMetric::TrueProcessingRate,
+        EvaluatedScalingMetric::avg(estimate.value()),
+    );
     out.insert(ScalingMetric::Load, EvaluatedScalingMetric::avg(busy_time / 1000.0));
 
     if let Some(lag) = window.latest(v, ScalingMetric::Lag) {
@@ -519,14 +539,90 @@ fn tpr_from_busy_time(busy_ms_per_second: f64, input_rate: f64) -> f64 {
 /// Chooses between the busy-time and the observed true processing rate (reference `selectTprMetric`):
 /// busy time unless there is an observed rate and the busy-time rate is unusable (NaN or infinite)
 /// or exceeds the observed one by more than the switch threshold.
+#[cfg(test)]
 fn select_true_processing_rate(busy_time_tpr: f64, observed_tpr: f64, switch_threshold: f64) -> f64 {
+    match select_tpr_source(busy_time_tpr, observed_tpr, switch_threshold) {
+        TprSource::BusyTime => busy_time_tpr,
+        TprSource::Observed => observed_tpr,
+    }
+}
+
+/// The switch rule of [`select_true_processing_rate`], telling which estimate wins.
+fn select_tpr_source(busy_time_tpr: f64, observed_tpr: f64, switch_threshold: f64) -> TprSource {
     if observed_tpr.is_nan() {
-        return busy_time_tpr;
+        return TprSource::BusyTime;
     }
     if !busy_time_tpr.is_finite() || busy_time_tpr > observed_tpr * (1.0 + switch_threshold) {
-        return observed_tpr;
+        return TprSource::Observed;
     }
-    busy_time_tpr
+    TprSource::BusyTime
+}
+
+/// Which estimate of a vertex's true processing rate the evaluation used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TprSource {
+    /// Input rate divided by the busy-time ratio.
+    BusyTime,
+    /// The rate observed at the sources while they were backpressured (`OBSERVED_TPR`).
+    Observed,
+}
+
+/// Both estimates of a vertex's true processing rate over the window and the one the switch rule
+/// chose (reference `selectTprMetric`); the values are the unrounded window figures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TprEstimate {
+    /// `input rate / (busy ms per s / 1000)`; NaN or ±Inf when not measurable.
+    pub busy_time: f64,
+    /// The average `OBSERVED_TPR`, NaN with fewer than `observed-true-processing-rate.min-observations`.
+    pub observed: f64,
+    /// The estimate used.
+    pub source: TprSource,
+    /// `observed-true-processing-rate.switch-threshold` the rule compared with.
+    pub switch_threshold: f64,
+}
+
+impl TprEstimate {
+    /// The chosen estimate's value.
+    pub fn value(&self) -> f64 {
+        match self.source {
+            TprSource::BusyTime => self.busy_time,
+            TprSource::Observed => self.observed,
+        }
+    }
+}
+
+fn tpr_estimate(series: &VertexSeries<'_>, parallelism: f64, config: &EvaluationConfig) -> TprEstimate {
+    let busy_time = busy_time_ms_per_second(series, parallelism, config.busy_time_aggregator);
+    let busy_time_tpr = tpr_from_busy_time(busy_time, tpr_input_rate(series, config.busy_time_aggregator));
+    let observed_tpr = series.observed_tpr.average(config.observed_tpr_min_observations);
+    TprEstimate {
+        busy_time: busy_time_tpr,
+        observed: observed_tpr,
+        source: select_tpr_source(busy_time_tpr, observed_tpr, config.observed_tpr_switch_threshold),
+        switch_threshold: config.observed_tpr_switch_threshold,
+    }
+}
+
+/// The true-processing-rate estimates of every vertex over the window `history`, as
+/// [`evaluate`] computes them (one extra pass over the window; used to explain a decision).
+pub fn true_processing_rate_estimates(
+    topology: &JobTopology,
+    history: &MetricHistory,
+    config: &EvaluationConfig,
+) -> std::collections::BTreeMap<VertexId, TprEstimate> {
+    let window = Window::read(topology, history);
+    topology
+        .vertices()
+        .iter()
+        .zip(&window.vertices)
+        .map(|(info, series)| {
+            (
+                info.id.clone(),
+                tpr_estimate(series, f64::from(info.parallelism.get()), config),
+            )
+        })
+        .collect()
 }
 
 /// Java `Math.max(a, b)`: NaN if either is NaN, and +0.0 above −0.0.

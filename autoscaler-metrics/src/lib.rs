@@ -8,6 +8,7 @@
 //! No I/O, no async and no clocks live here: time comes in as data.
 
 mod collected;
+mod custom_evaluation;
 mod error;
 mod evaluate;
 mod evaluated;
@@ -18,10 +19,15 @@ mod window;
 
 pub mod collection;
 pub mod json_number;
+pub mod root_cause;
 
 pub use collected::{CollectedMetrics, MetricHistory};
+pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, evaluate_with_custom, merge_custom_metrics};
 pub use error::MetricsError;
-pub use evaluate::{EvaluationConfig, compute_processing_rate_thresholds, evaluate, target_processing_capacity};
+pub use evaluate::{
+    EvaluationConfig, TprEstimate, TprSource, compute_processing_rate_thresholds, evaluate, target_processing_capacity,
+    true_processing_rate_estimates,
+};
 pub use evaluated::EvaluatedMetrics;
 pub use history_stats::{metric_average, metric_rate};
 pub use metric::{

@@ -13,7 +13,7 @@ macro_rules! scaling_metrics {
         }
 
         impl ScalingMetric {
-            /// Every metric, in the reference's declaration order.
+            /// Every metric, in the reference's declaration order (this project's additions last).
             pub const ALL: [ScalingMetric; scaling_metrics!(@count $($variant)*)] = [$(ScalingMetric::$variant,)*];
 
             /// The reference name, e.g. `"TRUE_PROCESSING_RATE"`.
@@ -83,6 +83,10 @@ scaling_metrics! {
     HeapMaxUsageRatio = "HEAP_MAX_USAGE_RATIO", avg: true;
     /// Task slots in use.
     NumTaskSlotsUsed = "NUM_TASK_SLOTS_USED", avg: false;
+    /// Backpressure ratio, 0..1 (`backPressuredTimeMsPerSecond / 1000`, aggregated over subtasks as
+    /// `LOAD` is). This project's addition, not in the reference's enum: it feeds the root-cause
+    /// analysis ([`crate::root_cause`]) and changes no decision.
+    Backpressure = "BACKPRESSURE", avg: true;
 }
 
 /// Number of [`ScalingMetric`] variants.
@@ -399,8 +403,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip_and_count_is_23() {
-        assert_eq!(METRIC_COUNT, 23);
+    fn names_round_trip_and_count_is_24() {
+        assert_eq!(METRIC_COUNT, 24);
         for m in ScalingMetric::ALL {
             assert_eq!(ScalingMetric::from_name(m.name()), Some(m));
             let json = serde_json::to_string(&m).unwrap_or_default();

@@ -114,17 +114,21 @@ async fn collects_topology_and_metrics_of_the_recorded_job() {
     assert_eq!(source.get(ScalingMetric::AccumulatedBusyTime), Some(3_545.0));
     assert!(source.get(ScalingMetric::ObservedTpr).is_some_and(f64::is_nan));
     assert!(!source.contains(ScalingMetric::NumRecordsInPerSecond));
-    // Bottleneck: busy 1000 ms/s -> 1.0; 995.85 records/s in.
+    // Backpressured 470 ms/s -> 0.47 (collected for every vertex, not only sources).
+    assert_eq!(source.get(ScalingMetric::Backpressure), Some(0.47));
+    // Bottleneck: busy 1000 ms/s -> 1.0, never backpressured; 995.85 records/s in.
     let keyed = vertex(m, KEYED);
     assert_eq!(keyed.get(ScalingMetric::Load), Some(1.0));
     assert_eq!(keyed.get(ScalingMetric::NumRecordsInPerSecond), Some(995.85));
     assert_eq!(keyed.get(ScalingMetric::NumRecordsIn), Some(62_993.0));
     assert_eq!(keyed.get(ScalingMetric::NumRecordsOut), Some(62_992.0));
     assert_eq!(keyed.get(ScalingMetric::AccumulatedBusyTime), Some(63_505.0));
+    assert_eq!(keyed.get(ScalingMetric::Backpressure), Some(0.0));
     assert!(!keyed.contains(ScalingMetric::Lag));
-    // Backpressured upstream: busy 16 ms/s; 998.3666... rounded to 3 decimals.
+    // Backpressured upstream: busy 16 ms/s, backpressured 984 ms/s; 998.3666... rounded to 3 decimals.
     let parse = vertex(m, PARSE);
     assert_eq!(parse.get(ScalingMetric::Load), Some(0.016));
+    assert_eq!(parse.get(ScalingMetric::Backpressure), Some(0.984));
     assert_eq!(parse.get(ScalingMetric::NumRecordsInPerSecond), Some(998.367));
 
     // Global: 8 slots, 7 free; GC 3.65 ms/s; heap 152675184 of 780140544 bytes; managed 0.
@@ -138,6 +142,30 @@ async fn collects_topology_and_metrics_of_the_recorded_job() {
     );
     assert_eq!(g.get(ScalingMetric::ManagedMemoryUsed), Some(0.0));
     assert!(!g.contains(ScalingMetric::MetaspaceMemoryUsed));
+}
+
+/// The recorded snapshot of the real e2e job classified: `expensive-keyed` is the bottleneck, the
+/// parse map (98% backpressured) and the source (47%) are its victims. The mock answers the sink
+/// with the keyed vertex's aggregates (busy 100%): a vertex whose input is measured and not
+/// backpressured keeps up, so it is not a bottleneck.
+#[tokio::test]
+async fn the_recorded_job_names_expensive_keyed_as_its_bottleneck() {
+    use autoscaler_metrics::root_cause::{Role, explain};
+    let server = MockServer::start().await;
+    mount_job(&server).await;
+    let ctx = ctx(client(&server), Configuration::new());
+    let collected = RestMetricsCollector::<String>::new()
+        .collect(&ctx, &opts(&ctx), stable_now())
+        .await
+        .expect("collection succeeds");
+    let history: MetricHistory = [(stable_now(), scaling(&collected))].into_iter().collect();
+    let explanation = explain(&collected.topology, &history).expect("backpressure collected");
+    assert_eq!(explanation.bottlenecks, vec![KEYED.into()]);
+    for victim in [SOURCE, PARSE] {
+        assert_eq!(explanation.vertices[victim].role, Role::Backpressured, "{victim}");
+        assert_eq!(explanation.vertices[victim].bottleneck, Some(KEYED.into()));
+    }
+    assert_eq!(explanation.vertices[SINK].role, Role::Ok);
 }
 
 #[tokio::test]
@@ -155,7 +183,12 @@ async fn metric_names_are_listed_once_then_only_sources_are_relisted() {
     assert_eq!(requests_to(&server, &subtask_metrics_path(KEYED), true).await, 1);
     let cached = collector.cached_metric_names(&JOB.to_owned()).expect("names cached");
     assert_eq!(cached.len(), 4);
-    assert_eq!(cached[KEYED].len(), 2, "busy time and input rate: {:?}", cached[KEYED]);
+    assert_eq!(
+        cached[KEYED].len(),
+        3,
+        "busy time, backpressure and input rate: {:?}",
+        cached[KEYED]
+    );
 
     collector
         .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(10))

@@ -19,6 +19,7 @@ mod scenario;
 
 pub use output::RESULT_FORMAT;
 pub use pipeline::replay;
+pub(crate) use scenario::parse_topology;
 pub use scenario::{JobInfo, SCENARIO_FORMAT, Scenario, ScenarioError, ScenarioInput, parse_scenario};
 
 /// Parses `text` as a scenario and replays it, returning the result document.

@@ -1,7 +1,10 @@
 //! Writing the `flink-autoscaler-result/1` document.
 
 use autoscaler_core::DelayedScaleDown;
-use autoscaler_metrics::{EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology};
+use autoscaler_metrics::root_cause::{self, Explanation};
+use autoscaler_metrics::{
+    EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, MetricHistory,
+};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
@@ -70,4 +73,27 @@ pub fn delayed_scale_down(state: &DelayedScaleDown) -> Value {
         );
     }
     Value::Object(out)
+}
+
+/// The `explanation` section (the root cause of backpressure, see
+/// [`autoscaler_metrics::root_cause`]) of the samples of the evaluation window: `null` when no
+/// sample has `BACKPRESSURE`.
+pub fn explanation(topology: &JobTopology, window: &MetricHistory) -> Value {
+    root_cause::explain(topology, window).map_or(Value::Null, |e| explanation_json(&e, topology))
+}
+
+/// An [`Explanation`] as `{"bottlenecks": [...], "vertices": {...}}`, vertices in topology
+/// declaration order.
+pub fn explanation_json(e: &Explanation, topology: &JobTopology) -> Value {
+    let mut vertices = Map::new();
+    for v in topology.vertices() {
+        if let Some(x) = e.vertices.get(&v.id) {
+            vertices.insert(
+                v.id.to_string(),
+                json!({"role": x.role.as_str(), "bottleneck": x.bottleneck.as_ref().map(|b| b.to_string())}),
+            );
+        }
+    }
+    let bottlenecks: Vec<Value> = e.bottlenecks.iter().map(|b| Value::from(b.to_string())).collect();
+    json!({"bottlenecks": bottlenecks, "vertices": Value::Object(vertices)})
 }

@@ -129,6 +129,7 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
     let (scaling, evaluated, unmeasured) = match &s.input {
         ScenarioInput::Evaluated(given) => {
             // §3.4: state loading, then the decision on the completed metrics.
+            result.insert("explanation".into(), Value::Null);
             let scaling = cycle::load_scaling_state(
                 &mut state,
                 &mut changes,
@@ -153,6 +154,11 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
             };
             let observation = cycle::observe(&mut state, &mut changes, collected, *collected_at, s.now, &options);
             let assessment = cycle::assess(&mut state, &mut changes, &observation, s.now, &options);
+            // §4.7: the root cause, from the samples of the evaluation window.
+            result.insert(
+                "explanation".into(),
+                output::explanation(&s.topology, &state.metric_history),
+            );
             result.insert("evaluated".into(), Value::Null);
             result.insert(
                 "restart_time_s".into(),

@@ -236,7 +236,7 @@ fn topology_error(e: MetricsError, vertex_paths: &BTreeMap<VertexId, usize>) -> 
     }
 }
 
-fn parse_topology(v: &Value) -> Res<JobTopology> {
+pub(crate) fn parse_topology(v: &Value) -> Res<JobTopology> {
     let obj = as_object(v, "topology")?;
     let vertices = as_array(required(obj, "vertices", "topology.vertices")?, "topology.vertices")?;
     if vertices.is_empty() {

@@ -1,6 +1,10 @@
 //! Aligning a computed parallelism to the number of key groups or source partitions (the
 //! reference's `ParallelismAligner`, `BuiltInAlignmentMode` and the deprecated
 //! `KeyGroupOrPartitionsAdjustMode`, anchor §2.5).
+//!
+//! The region helpers on [`AlignmentContext`] are public so that custom
+//! [`ParallelismAlignmentMode`](crate::plugins::ParallelismAlignmentMode)s can build on them, as the
+//! reference exposes them on `ParallelismAligner`.
 
 use crate::options::AlignmentMode;
 
@@ -50,12 +54,13 @@ impl AlignmentContext {
             .min(self.max_parallelism.min(self.upper_limit))
     }
 
-    fn is_scale_up(&self) -> bool {
+    /// Whether the target is above the current parallelism.
+    pub fn is_scale_up(&self) -> bool {
         self.target > self.current
     }
 
     /// Default `isApplicable`: sources with a known partition count and keyed vertices only.
-    fn is_applicable(&self) -> bool {
+    pub fn is_applicable(&self) -> bool {
         self.num_source_partitions > 0 || self.has_hash_input
     }
 
@@ -63,7 +68,7 @@ impl AlignmentContext {
     /// `accept_load_reducing`, the first value that lowers the per-subtask share `N / p`); 0 when
     /// there is none. The region is `[target, cap]` for a scale-up and `[target, min(current, cap)]`
     /// for a scale-down.
-    fn first_aligned_in_region(&self, accept_load_reducing: bool) -> i64 {
+    pub fn first_aligned_in_region(&self, accept_load_reducing: bool) -> i64 {
         let n = self.num_key_groups_or_partitions();
         let target = self.target;
         let region_end = if self.is_scale_up() {

@@ -4,7 +4,10 @@
 use super::delayed_scale_down::clear_all;
 use super::report;
 use super::vertex_scaler::{ParallelismChange, VertexScaleInput, compute_scale_target_parallelism};
-use super::{BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexDecision};
+use super::{
+    BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision,
+};
+use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
 use crate::state::{DelayedScaleDown, ScalingSummary};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexId, VertexInfo,
@@ -18,12 +21,43 @@ use std::collections::{BTreeMap, BTreeSet};
 /// changing vertex is outside its utilization bound nothing happens; `scaling.enabled=false` and
 /// then an excluded period block with a "disabled" scaling report; the resource quota blocks with
 /// `ResourceQuotaReached`; otherwise the change is to be executed, the enabled report is emitted
-/// and the delayed scale-down state is cleared. The cluster-resource check is the reference's
-/// no-op and never blocks.
+/// and the delayed scale-down state is cleared. Without plugins there is no cluster-resource check
+/// (the reference's no-op) and no scaling executor; [`decide_with_plugins`] has them.
 ///
 /// `delayed_scale_down` is updated in place (its `updated` flag tells whether to persist it). On
 /// [`DecisionOutcome::Scale`] the caller then persists with [`record_scaling`](super::record_scaling).
 pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDown) -> Decision {
+    // Without plugins no step can fail.
+    let Ok(decision) = decide_inner(input, &NoPlugins, delayed_scale_down);
+    decision
+}
+
+/// [`decide`] with the plugins one job's configuration selected:
+/// - a custom alignment mode aligns the changing vertices instead of the built-in mode;
+/// - once the scaling is not blocked by `scaling.enabled` or an excluded period, the
+///   cluster-resource check may block it silently ([`BlockReason::ClusterResources`], the reference
+///   emits no event), then the resource quota is checked;
+/// - then the scaling executors run in ascending priority; an empty result is a veto
+///   ([`BlockReason::Vetoed`], a Warning `ScalingVetoed` event, nothing to record), otherwise the
+///   report, [`Decision::summaries`], [`Decision::parallelism`] and the vertices' targets follow the
+///   chain's output.
+///
+/// # Errors
+/// [`PluginError`] when a custom alignment mode, the resource check or an executor fails, or an
+/// executor returns an unusable summary; nothing is to be recorded then.
+pub fn decide_with_plugins(
+    input: &DecisionInput<'_>,
+    plugins: &ResolvedPlugins,
+    delayed_scale_down: &mut DelayedScaleDown,
+) -> Result<Decision, PluginError> {
+    decide_inner(input, plugins, delayed_scale_down)
+}
+
+fn decide_inner<P: DecisionHooks>(
+    input: &DecisionInput<'_>,
+    plugins: &P,
+    delayed_scale_down: &mut DelayedScaleDown,
+) -> Result<Decision, P::Error> {
     let options = input.options;
     let current_parallelism: BTreeMap<VertexId, u32> = input
         .topology
@@ -42,7 +76,7 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
     if let Some(event) = memory_pressure_event(input) {
         decision.outcome = DecisionOutcome::Blocked(BlockReason::MemoryPressure);
         decision.events.push(event);
-        return decision;
+        return Ok(decision);
     }
 
     let excluded: BTreeSet<&str> = options.vertex_exclude_ids.iter().map(String::as_str).collect();
@@ -60,6 +94,7 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
                     outside_utilization_bound: false,
                     excluded: true,
                     expected_processing_rate: f64::NAN,
+                    constraint: VertexConstraint::None,
                 },
             );
             continue;
@@ -73,12 +108,13 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
             num_source_partitions: java_int_metric(metrics, ScalingMetric::NumSourcePartitions)
                 .unwrap_or_else(|| info.map_or(0, |i| i64::from(i.num_source_partitions))),
             has_hash_input: info.is_some_and(has_hash_input),
+            info,
             history: input.scaling_history.get(vertex.as_str()),
             restart_time: input.restart_time,
             now: input.now,
             options,
         };
-        let result = compute_scale_target_parallelism(&scale_input, delayed_scale_down, &mut decision.events);
+        let result = compute_scale_target_parallelism(&scale_input, plugins, delayed_scale_down, &mut decision.events)?;
         let ParallelismChange {
             new,
             outside_utilization_bound,
@@ -92,6 +128,7 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
                 outside_utilization_bound,
                 excluded: false,
                 expected_processing_rate: result.expected_processing_rate,
+                constraint: result.constraint,
             },
         );
         if result.change.is_no_change() {
@@ -117,7 +154,7 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
         } else {
             NoChangeReason::AtTarget
         });
-        return decision;
+        return Ok(decision);
     }
 
     let blocked_header = if !options.scaling_enabled {
@@ -132,13 +169,31 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
             .events
             .push(report::scaling_report_event(&decision.summaries, header, options));
         decision.outcome = DecisionOutcome::Blocked(reason);
-        return decision;
+        return Ok(decision);
+    }
+
+    // The TaskManager memory the resource checks assume.
+    let task_manager_memory = input.task_manager_memory;
+    if plugins.exceeds_cluster_resources(input, &decision.summaries, task_manager_memory)? {
+        decision.outcome = DecisionOutcome::Blocked(BlockReason::ClusterResources);
+        return Ok(decision);
     }
 
     if scaling_would_exceed_resource_quota(input, &decision.summaries) {
         decision.events.push(report::resource_quota_event(options));
         decision.outcome = DecisionOutcome::Blocked(BlockReason::ResourceQuota);
-        return decision;
+        return Ok(decision);
+    }
+
+    match plugins.run_executor_chain(input, decision.summaries.clone())? {
+        ChainOutcome::Vetoed { instance, class } => {
+            decision
+                .events
+                .push(report::scaling_vetoed_event(&instance, &class, options));
+            decision.outcome = DecisionOutcome::Blocked(BlockReason::Vetoed);
+            return Ok(decision);
+        }
+        ChainOutcome::Approved(summaries) => adopt_executor_summaries(&mut decision, summaries),
     }
 
     decision.events.push(report::scaling_report_event(
@@ -151,7 +206,28 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
     }
     clear_all(delayed_scale_down);
     decision.outcome = DecisionOutcome::Scale;
-    decision
+    Ok(decision)
+}
+
+/// Makes the executor chain's output the decision: its summaries, and each examined vertex's target
+/// (a vertex the chain dropped keeps its current parallelism).
+fn adopt_executor_summaries(decision: &mut Decision, summaries: ScalingSummaries) {
+    if summaries == decision.summaries {
+        return;
+    }
+    for (vertex, detail) in decision.vertices.iter_mut() {
+        if detail.excluded {
+            continue;
+        }
+        match summaries.get(vertex) {
+            Some(summary) => detail.target = summary.new_parallelism,
+            None => {
+                detail.target = detail.current;
+                detail.outside_utilization_bound = false;
+            }
+        }
+    }
+    decision.summaries = summaries;
 }
 
 /// Writes what the reference's executor writes into the evaluated metrics it was handed:

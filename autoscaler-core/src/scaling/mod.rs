@@ -45,7 +45,7 @@ mod report;
 mod vertex_scaler;
 
 pub use alignment::{AlignmentContext, AlignmentResult, align};
-pub use executor::{apply_to_evaluated, decide};
+pub use executor::{apply_to_evaluated, decide, decide_with_plugins};
 pub use history::{
     max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,
     trim_scaling_history, trim_scaling_tracking,
@@ -128,6 +128,12 @@ pub enum BlockReason {
     ExcludedPeriod,
     /// `quota.cpu` or `quota.memory` would be exceeded.
     ResourceQuota,
+    /// The cluster-resource check ([`ResourceCheck`](crate::plugins::ResourceCheck)) cannot
+    /// schedule the TaskManagers the scaling needs.
+    ClusterResources,
+    /// A scaling executor ([`ScalingExecutorPlugin`](crate::plugins::ScalingExecutorPlugin))
+    /// returned no summaries.
+    Vetoed,
 }
 
 /// The result of one decision.
@@ -173,13 +179,16 @@ impl NoChangeReason {
 
 impl BlockReason {
     /// The replay format's reason string (`memory_pressure`, `scaling_disabled`, `excluded_period`,
-    /// `resource_quota`).
+    /// `resource_quota`; `cluster_resources` and `vetoed` come only from plugins, which the replay
+    /// does not load).
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::MemoryPressure => "memory_pressure",
             Self::ScalingDisabled => "scaling_disabled",
             Self::ExcludedPeriod => "excluded_period",
             Self::ResourceQuota => "resource_quota",
+            Self::ClusterResources => "cluster_resources",
+            Self::Vetoed => "vetoed",
         }
     }
 }
@@ -208,6 +217,46 @@ pub struct VertexDecision {
     /// `EXPECTED_PROCESSING_RATE` set when the computed parallelism differed from current (even if
     /// the change was then delayed or blocked), NaN otherwise.
     pub expected_processing_rate: f64,
+    /// What, beyond the scale factor, shaped `target` (the decision record's per-vertex reason).
+    pub constraint: VertexConstraint,
+}
+
+/// What, beyond the scale factor, shaped a vertex's target: the rule of the vertex scaler that
+/// capped, moved or held back the computed parallelism. Only the decisive rule is kept: a hold
+/// (delay, ineffective scaling) wins over an alignment, which wins over the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VertexConstraint {
+    /// Nothing: the target is `ceil(scale factor x current)` within the limits.
+    #[default]
+    None,
+    /// No target could be computed: the true processing rate or the target capacity is unknown.
+    NoEstimate,
+    /// `ceil(scale factor x current)` = `computed` exceeded `min(max parallelism,
+    /// max(current, vertex.max-parallelism))` = `cap` and was capped to it.
+    MaxParallelism {
+        /// The uncapped parallelism.
+        computed: i64,
+        /// The cap it was lowered to.
+        cap: i64,
+    },
+    /// The key-group / partition alignment moved the (capped) target `computed` elsewhere, possibly
+    /// back to the current parallelism.
+    Alignment {
+        /// The parallelism before alignment.
+        computed: i64,
+    },
+    /// A scale-down to `recommended` waits for `scale-down.interval` since its first trigger.
+    ScaleDownDelayed {
+        /// When the delay since the first trigger runs out.
+        until: DateTime<Utc>,
+        /// The parallelism the vertex scaler recommended this cycle.
+        recommended: u32,
+    },
+    /// A scale-up to `recommended` was blocked: the last scale-up was ineffective.
+    IneffectiveScaling {
+        /// The parallelism the vertex scaler would have used.
+        recommended: u32,
+    },
 }
 
 /// The decision of one cycle.

@@ -24,6 +24,19 @@ pub(crate) const RESOURCE_QUOTA_REACHED_REASON: &str = "ResourceQuotaReached";
 pub(crate) const RESOURCE_QUOTA_REACHED_MESSAGE: &str =
     "Resource usage is above the allowed limit for scaling operations. Please adjust the resource quota manually.";
 
+/// `ScalingVetoed`: a scaling executor returned no summaries (reference
+/// `ScalingExecutor.applyCustomExecutors`).
+pub(crate) fn scaling_vetoed_event(instance: &str, class: &str, options: &AutoScalerOptions) -> CycleEvent {
+    let reason = crate::plugins::SCALING_VETOED_REASON;
+    event(
+        EventType::Warning,
+        reason,
+        format!("Scaling decision vetoed by scaling custom executor instance '{instance}' (class={class})."),
+        Some(format!("{reason}:{instance}")),
+        options,
+    )
+}
+
 fn event(
     event_type: EventType,
     reason: &str,

@@ -1,15 +1,16 @@
 //! The per-vertex parallelism computation (the reference's
 //! `JobVertexScaler.computeScaleTargetParallelism`, anchor §2.4).
 
-use super::CycleEvent;
-use super::alignment::{AlignmentContext, align};
+use super::alignment::{AlignmentContext, AlignmentResult, align};
 use super::capacity::target_processing_capacity;
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
 use super::java_format::{ceil_decimal, java_double_to_string};
 use super::report;
+use super::{CycleEvent, VertexConstraint};
 use crate::options::AutoScalerOptions;
+use crate::plugins::DecisionHooks;
 use crate::state::{DelayedScaleDown, ScalingSummary};
-use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId};
+use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId, VertexInfo};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -60,6 +61,8 @@ pub(crate) struct VertexScaleInput<'a> {
     /// Evaluated `NUM_SOURCE_PARTITIONS` (topology value when not evaluated).
     pub num_source_partitions: i64,
     pub has_hash_input: bool,
+    /// The vertex in the topology (`None` when only evaluated); custom alignment modes see its inputs.
+    pub info: Option<&'a VertexInfo>,
     pub history: Option<&'a BTreeMap<DateTime<Utc>, ScalingSummary>>,
     pub restart_time: Duration,
     pub now: DateTime<Utc>,
@@ -71,25 +74,30 @@ pub(crate) struct VertexScaleInput<'a> {
 pub(crate) struct VertexScaleResult {
     pub change: ParallelismChange,
     pub expected_processing_rate: f64,
+    /// What, beyond the scale factor, shaped the result.
+    pub constraint: VertexConstraint,
 }
 
 /// The reference's `computeScaleTargetParallelism`: scale factor from target capacity over true
 /// processing rate, limits, alignment, then the direction-specific rules (ineffective scale-up
-/// detection, delayed scale-down). Events go to `events`.
-pub(crate) fn compute_scale_target_parallelism(
+/// detection, delayed scale-down). Events go to `events`. Only a custom alignment mode of `plugins`
+/// can fail.
+pub(crate) fn compute_scale_target_parallelism<P: DecisionHooks>(
     input: &VertexScaleInput<'_>,
+    plugins: &P,
     delayed_scale_down: &mut DelayedScaleDown,
     events: &mut Vec<CycleEvent>,
-) -> VertexScaleResult {
+) -> Result<VertexScaleResult, P::Error> {
     let options = input.options;
     let current = input.current;
     let unchanged = VertexScaleResult {
         change: ParallelismChange::no_change(current),
         expected_processing_rate: f64::NAN,
+        constraint: VertexConstraint::NoEstimate,
     };
     let true_processing_rate = input.metrics.get_or_absent(ScalingMetric::TrueProcessingRate).average;
     if true_processing_rate.is_nan() {
-        return unchanged;
+        return Ok(unchanged);
     }
     let target_capacity = target_processing_capacity(
         input.metrics,
@@ -99,7 +107,7 @@ pub(crate) fn compute_scale_target_parallelism(
         input.restart_time,
     );
     if target_capacity.is_nan() {
-        return unchanged;
+        return Ok(unchanged);
     }
 
     // An infinite true processing rate (no load) gives a zero factor, floored below.
@@ -120,41 +128,56 @@ pub(crate) fn compute_scale_target_parallelism(
     // The current parallelism never forces a change (anchor §2.4 step 6).
     let lower_limit = current_i.min(i64::from(options.vertex_min_parallelism));
     let upper_limit = current_i.max(i64::from(options.vertex_max_parallelism));
-    let new = scale(input, scale_factor, lower_limit, upper_limit, events);
+    let (new, constraint) = scale(input, plugins, scale_factor, lower_limit, upper_limit, events)?;
 
     let new = match u32::try_from(new) {
         Ok(new) if new > 0 && new != current => new,
         // A non-positive result only comes from nonsensical limits; the reference rejects it.
         _ => {
             clear_vertex(delayed_scale_down, input.vertex);
-            return unchanged;
+            return Ok(VertexScaleResult {
+                constraint,
+                ..unchanged
+            });
         }
     };
 
     let expected_processing_rate =
         EvaluatedScalingMetric::of(true_processing_rate / f64::from(current) * f64::from(new)).current;
-    let change = detect_block_scaling(input, new, expected_processing_rate, delayed_scale_down, events);
-    VertexScaleResult {
+    let (change, blocked) = detect_block_scaling(input, new, expected_processing_rate, delayed_scale_down, events);
+    Ok(VertexScaleResult {
         change,
         expected_processing_rate,
-    }
+        constraint: blocked.unwrap_or(constraint),
+    })
 }
 
-/// `ceil(sf * current)` clamped to `[lower, min(max_parallelism, upper)]`, then aligned if changed.
-fn scale(
+/// `ceil(sf * current)` clamped to `[lower, min(max_parallelism, upper)]`, then aligned if changed
+/// (with the custom alignment mode of `plugins` if there is one, else the configured built-in);
+/// with the cap or the alignment when either moved the value.
+fn scale<P: DecisionHooks>(
     input: &VertexScaleInput<'_>,
+    plugins: &P,
     scale_factor: f64,
     lower_limit: i64,
     upper_limit: i64,
     events: &mut Vec<CycleEvent>,
-) -> i64 {
+) -> Result<(i64, VertexConstraint), P::Error> {
     let current = i64::from(input.current);
     // Java's `(int) Math.min(Math.ceil(x), Integer.MAX_VALUE)`: saturating, NaN -> 0, as `as i32`.
     let raw = i64::from((scale_factor * current as f64).ceil() as i32);
     let upper_bound = input.max_parallelism.min(upper_limit);
     let new = lower_limit.max(raw).min(upper_bound);
+    let capped = if raw > upper_bound && new == upper_bound {
+        VertexConstraint::MaxParallelism {
+            computed: raw,
+            cap: upper_bound,
+        }
+    } else {
+        VertexConstraint::None
+    };
     if new == current {
-        return new;
+        return Ok((new, capped));
     }
     let ctx = AlignmentContext {
         current,
@@ -165,7 +188,13 @@ fn scale(
         upper_limit,
         has_hash_input: input.has_hash_input,
     };
-    let aligned = align(input.options.alignment_mode, &ctx);
+    let aligned = match plugins.align(input.vertex, ctx, input.info, input.metrics) {
+        Some(custom) => AlignmentResult {
+            parallelism: custom?,
+            limited: None,
+        },
+        None => align(input.options.alignment_mode, &ctx),
+    };
     if let Some((expected, actual)) = aligned.limited {
         events.push(report::scaling_limited_event(
             input.vertex,
@@ -177,17 +206,23 @@ fn scale(
             input.options,
         ));
     }
-    aligned.parallelism
+    let constraint = if aligned.parallelism == new {
+        capped
+    } else {
+        VertexConstraint::Alignment { computed: new }
+    };
+    Ok((aligned.parallelism, constraint))
 }
 
-/// Direction-specific rules once `new != current` (the reference's `detectBlockScaling`).
+/// Direction-specific rules once `new != current` (the reference's `detectBlockScaling`), with
+/// the rule that held the change back, if one did.
 fn detect_block_scaling(
     input: &VertexScaleInput<'_>,
     new: u32,
     expected_processing_rate: f64,
     delayed_scale_down: &mut DelayedScaleDown,
     events: &mut Vec<CycleEvent>,
-) -> ParallelismChange {
+) -> (ParallelismChange, Option<VertexConstraint>) {
     let current = input.current;
     let change = ParallelismChange {
         current,
@@ -195,25 +230,47 @@ fn detect_block_scaling(
         outside_utilization_bound: outside_utilization_bound(input.metrics),
     };
     if new < current {
-        return apply_scale_down_interval(
+        let applied = apply_scale_down_interval(
             delayed_scale_down,
             input.vertex,
             input.options.scale_down_interval,
             input.now,
             change,
         );
+        let delayed = applied.is_no_change().then(|| {
+            let first = delayed_scale_down
+                .delayed_vertices
+                .get(input.vertex)
+                .map_or(input.now, |info| info.first_trigger_time);
+            VertexConstraint::ScaleDownDelayed {
+                until: instant_after(first, input.options.scale_down_interval),
+                recommended: new,
+            }
+        });
+        return (applied, delayed);
     }
     clear_vertex(delayed_scale_down, input.vertex);
     let Some(last) = input.history.and_then(|h| h.values().next_back()) else {
-        return change;
+        return (change, None);
     };
     if current == last.new_parallelism
         && last.is_scaled_up()
         && ineffective_scale_up(input, last, expected_processing_rate, events)
     {
-        return ParallelismChange::no_change(current);
+        return (
+            ParallelismChange::no_change(current),
+            Some(VertexConstraint::IneffectiveScaling { recommended: new }),
+        );
     }
-    change
+    (change, None)
+}
+
+/// `at + duration`, saturating at the latest representable instant.
+fn instant_after(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
+    chrono::TimeDelta::from_std(duration)
+        .ok()
+        .and_then(|delta| at.checked_add_signed(delta))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// `TPR.avg < SCALE_UP_RATE_THRESHOLD || TPR.avg > SCALE_DOWN_RATE_THRESHOLD` (NaN compares false).
@@ -314,6 +371,7 @@ fn baseline_processing_rate(history: &BTreeMap<DateTime<Utc>, ScalingSummary>) -
 mod tests {
     use super::*;
     use crate::options::AlignmentMode;
+    use crate::plugins::NoPlugins;
     use chrono::TimeZone;
 
     fn at(secs: i64) -> DateTime<Utc> {
@@ -371,12 +429,14 @@ mod tests {
                 max_parallelism: self.max_parallelism,
                 num_source_partitions: 0,
                 has_hash_input: self.hash,
+                info: None,
                 history: self.history,
                 restart_time: Duration::ZERO,
                 now: at(0),
                 options: &self.options,
             };
-            compute_scale_target_parallelism(&input, state, events)
+            let Ok(result) = compute_scale_target_parallelism(&input, &NoPlugins, state, events);
+            result
         }
 
         fn new_parallelism(&self) -> u32 {

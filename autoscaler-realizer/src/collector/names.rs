@@ -28,8 +28,10 @@ fn describe(metric: FlinkMetric) -> &'static str {
 /// Every vertex needs `busyTimeMsPerSecond`. A source also needs `backPressuredTimeMsPerSecond` and
 /// its operator's `numRecordsInPerSecond` and `numRecordsIn`, and gets every `*.pendingRecords`
 /// (summed later; a source without any, legacy or idle, is logged and assumed to have no lag) and
-/// its operator's `numRecordsOut` when present. Other vertices get `numRecordsInPerSecond` when
-/// present. A missing required metric is [`CollectError::MetricNotFound`].
+/// its operator's `numRecordsOut` when present. Other vertices get `numRecordsInPerSecond` and
+/// (for this project's `BACKPRESSURE`, which the reference does not collect beyond sources)
+/// `backPressuredTimeMsPerSecond` when present. A missing required metric is
+/// [`CollectError::MetricNotFound`].
 pub(crate) fn filter_vertex_metric_names(
     vertex: &VertexId,
     all_names: &BTreeSet<String>,
@@ -57,8 +59,12 @@ pub(crate) fn filter_vertex_metric_names(
         if let Some(name) = FlinkMetric::SourceTaskNumRecordsOut.find_any(names()) {
             filtered.insert(name.to_owned(), FlinkMetric::SourceTaskNumRecordsOut);
         }
-    } else if let Some(name) = FlinkMetric::NumRecordsInPerSec.find_any(names()) {
-        filtered.insert(name.to_owned(), FlinkMetric::NumRecordsInPerSec);
+    } else {
+        for optional in [FlinkMetric::NumRecordsInPerSec, FlinkMetric::BackpressureTimePerSec] {
+            if let Some(name) = optional.find_any(names()) {
+                filtered.insert(name.to_owned(), optional);
+            }
+        }
     }
     for metric in required {
         let name = metric.find_any(names()).ok_or_else(|| CollectError::MetricNotFound {
@@ -143,8 +149,16 @@ mod tests {
             VertexMetricNames::from([
                 ("busyTimeMsPerSecond".to_owned(), FlinkMetric::BusyTimePerSec),
                 ("numRecordsInPerSecond".to_owned(), FlinkMetric::NumRecordsInPerSec),
+                (
+                    "backPressuredTimeMsPerSecond".to_owned(),
+                    FlinkMetric::BackpressureTimePerSec
+                ),
             ])
         );
+        // Backpressure is optional for non-sources: without it the vertex is still collected.
+        let busy_only = names(&["busyTimeMsPerSecond", "numRecordsInPerSecond"]);
+        let operator = filter_vertex_metric_names(&v, &busy_only, false).expect("busy time present");
+        assert!(!operator.values().any(|m| *m == FlinkMetric::BackpressureTimePerSec));
     }
 
     #[test]

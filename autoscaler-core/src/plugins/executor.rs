@@ -1,0 +1,143 @@
+//! The scaling executor chain (FLIP-575, reference `ScalingExecutorPlugin` and
+//! `ScalingExecutor.applyCustomExecutors`).
+
+use super::{PluginConfig, PluginError, Resolved};
+use crate::options::AutoScalerOptions;
+use crate::state::ScalingSummary;
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId};
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+
+/// The proposed changes of one scaling, per vertex.
+pub type ScalingSummaries = BTreeMap<VertexId, ScalingSummary>;
+
+/// Reason of the event emitted when an executor vetoes a scaling.
+pub const SCALING_VETOED_REASON: &str = "ScalingVetoed";
+
+/// Everything a scaling executor sees besides the summaries.
+#[derive(Debug, Clone, Copy)]
+pub struct ExecutorContext<'a> {
+    /// The instance's parameters and the configuration it sees.
+    pub config: &'a PluginConfig,
+    /// The cycle's instant.
+    pub now: DateTime<Utc>,
+    /// The job graph.
+    pub topology: &'a JobTopology,
+    /// This cycle's evaluated metrics.
+    pub evaluated: &'a EvaluatedMetrics,
+    /// The job's options.
+    pub options: &'a AutoScalerOptions,
+}
+
+/// Intercepts, adjusts or rejects a scaling before it is applied (reference
+/// `ScalingExecutorPlugin`).
+///
+/// The chain runs once the scaling is not blocked (`scaling.enabled`, excluded periods, memory
+/// pressure, the cluster-resource check and the resource quota all passed) and before the scaling
+/// report is emitted and anything is recorded. Executors run in ascending [`priority`]; each
+/// receives the previous one's output. Returning an empty map vetoes the scaling: a Warning
+/// `ScalingVetoed` event names the instance, nothing is recorded and the current parallelism stays.
+/// The report, the scaling history and the parallelism overrides use the chain's final output.
+///
+/// An `Err` fails the cycle (an `AutoscalerError` event; nothing recorded). A returned summary for
+/// a vertex that is not in the topology, or with a new parallelism of 0, is rejected the same way.
+///
+/// [`priority`]: ScalingExecutorPlugin::priority
+pub trait ScalingExecutorPlugin: Send + Sync {
+    /// Lower runs first; the default is 0. Equal priorities run in the configured order.
+    fn priority(&self) -> i32 {
+        0
+    }
+
+    /// The summaries to apply (possibly changed), or an empty map to veto.
+    ///
+    /// # Errors
+    /// When the plugin cannot decide; the cycle then fails.
+    fn apply(&self, ctx: &ExecutorContext<'_>, summaries: ScalingSummaries) -> Result<ScalingSummaries, PluginError>;
+}
+
+/// What the chain decided.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ChainOutcome {
+    /// Apply these summaries.
+    Approved(ScalingSummaries),
+    /// The instance vetoed.
+    Vetoed {
+        /// The configured instance name.
+        instance: String,
+        /// Its registered class.
+        class: String,
+    },
+}
+
+/// Runs `executors` (already sorted) over `summaries`.
+pub(crate) fn apply_executor_chain(
+    executors: &[Resolved<dyn ScalingExecutorPlugin>],
+    now: DateTime<Utc>,
+    topology: &JobTopology,
+    evaluated: &EvaluatedMetrics,
+    options: &AutoScalerOptions,
+    mut summaries: ScalingSummaries,
+) -> Result<ChainOutcome, PluginError> {
+    for executor in executors {
+        let name = describe(&executor.config);
+        let ctx = ExecutorContext {
+            config: &executor.config,
+            now,
+            topology,
+            evaluated,
+            options,
+        };
+        let previous = summaries.clone();
+        summaries = executor
+            .plugin
+            .apply(&ctx, summaries)
+            .map_err(|e| e.within(name.clone()))?;
+        if summaries.is_empty() {
+            tracing::info!("Scaling vetoed by {name}.");
+            return Ok(ChainOutcome::Vetoed {
+                instance: executor.config.instance().to_owned(),
+                class: executor.config.class().to_owned(),
+            });
+        }
+        for (vertex, summary) in &summaries {
+            let reason = if topology.get(vertex.as_str()).is_none() {
+                Some("the vertex is not in the job graph")
+            } else if summary.new_parallelism == 0 {
+                Some("the new parallelism is 0")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(PluginError::InvalidSummary {
+                    plugin: name,
+                    vertex: vertex.to_string(),
+                    reason,
+                });
+            }
+        }
+        if summaries != previous {
+            tracing::info!(
+                "Scaling summaries modified by {name}: {:?} -> {:?}",
+                parallelisms(&previous),
+                parallelisms(&summaries)
+            );
+        }
+    }
+    Ok(ChainOutcome::Approved(summaries))
+}
+
+fn describe(config: &PluginConfig) -> String {
+    format!(
+        "scaling custom executor instance '{}' (class={})",
+        config.instance(),
+        config.class()
+    )
+}
+
+fn parallelisms(summaries: &ScalingSummaries) -> Vec<(&str, u32, u32)> {
+    summaries
+        .iter()
+        .map(|(v, s)| (v.as_str(), s.current_parallelism, s.new_parallelism))
+        .collect()
+}

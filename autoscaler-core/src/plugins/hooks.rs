@@ -1,0 +1,123 @@
+//! How the decision stage consults the plugins: through [`DecisionHooks`], so that a decision
+//! without plugins ([`NoPlugins`]) cannot fail by construction.
+
+use super::{
+    ChainOutcome, PluginError, ResolvedPlugins, ScalingSummaries, align_with_plugin, apply_executor_chain,
+    scaling_would_exceed_cluster_resources,
+};
+use crate::scaling::{AlignmentContext, DecisionInput};
+use autoscaler_metrics::{EvaluatedVertexMetrics, VertexId, VertexInfo};
+use std::convert::Infallible;
+
+/// The plugin calls of one decision.
+pub(crate) trait DecisionHooks {
+    /// What a plugin call can fail with.
+    type Error;
+
+    /// A custom alignment mode's parallelism for the vertex; `None` = use the built-in mode.
+    fn align(
+        &self,
+        vertex: &VertexId,
+        alignment: AlignmentContext,
+        info: Option<&VertexInfo>,
+        metrics: &EvaluatedVertexMetrics,
+    ) -> Option<Result<i64, Self::Error>>;
+
+    /// Whether the cluster-resource check refuses the scaling.
+    fn exceeds_cluster_resources(
+        &self,
+        input: &DecisionInput<'_>,
+        summaries: &ScalingSummaries,
+        task_manager_memory: Option<u64>,
+    ) -> Result<bool, Self::Error>;
+
+    /// The scaling executor chain's verdict on `summaries`.
+    fn run_executor_chain(
+        &self,
+        input: &DecisionInput<'_>,
+        summaries: ScalingSummaries,
+    ) -> Result<ChainOutcome, Self::Error>;
+}
+
+/// The built-in behaviour: no custom alignment, no resource check, no executors.
+pub(crate) struct NoPlugins;
+
+impl DecisionHooks for NoPlugins {
+    type Error = Infallible;
+
+    fn align(
+        &self,
+        _: &VertexId,
+        _: AlignmentContext,
+        _: Option<&VertexInfo>,
+        _: &EvaluatedVertexMetrics,
+    ) -> Option<Result<i64, Infallible>> {
+        None
+    }
+
+    fn exceeds_cluster_resources(
+        &self,
+        _: &DecisionInput<'_>,
+        _: &ScalingSummaries,
+        _: Option<u64>,
+    ) -> Result<bool, Infallible> {
+        Ok(false)
+    }
+
+    fn run_executor_chain(
+        &self,
+        _: &DecisionInput<'_>,
+        summaries: ScalingSummaries,
+    ) -> Result<ChainOutcome, Infallible> {
+        Ok(ChainOutcome::Approved(summaries))
+    }
+}
+
+impl DecisionHooks for ResolvedPlugins {
+    type Error = PluginError;
+
+    fn align(
+        &self,
+        vertex: &VertexId,
+        alignment: AlignmentContext,
+        info: Option<&VertexInfo>,
+        metrics: &EvaluatedVertexMetrics,
+    ) -> Option<Result<i64, PluginError>> {
+        let mode = self.alignment_mode()?;
+        Some(align_with_plugin(mode, vertex, alignment, info, metrics))
+    }
+
+    fn exceeds_cluster_resources(
+        &self,
+        input: &DecisionInput<'_>,
+        summaries: &ScalingSummaries,
+        task_manager_memory: Option<u64>,
+    ) -> Result<bool, PluginError> {
+        let Some(check) = self.resource_check() else {
+            return Ok(false);
+        };
+        scaling_would_exceed_cluster_resources(
+            check,
+            input.evaluated,
+            summaries,
+            input.task_manager_cpu,
+            task_manager_memory,
+            input.options.task_slots_per_task_manager,
+        )
+    }
+
+    fn run_executor_chain(
+        &self,
+        input: &DecisionInput<'_>,
+        summaries: ScalingSummaries,
+    ) -> Result<ChainOutcome, PluginError> {
+        apply_executor_chain(
+            self.executors(),
+            input.now,
+            input.topology,
+            input.evaluated,
+            input.options,
+            summaries,
+        )
+    }
+}
