@@ -29,24 +29,46 @@ enum Command {
     Run(run::RunArgs),
 }
 
+/// Largest scenario read (the reference's 1000-vertex benchmark scenario is 9 MB).
+const MAX_SCENARIO_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Reads at most `limit` bytes of UTF-8 text from `reader`; more is an error naming the limit.
+fn read_text_limited(reader: impl Read, limit: u64) -> std::io::Result<String> {
+    let mut bytes = Vec::new();
+    reader.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(std::io::Error::other(format!("larger than the limit of {limit} bytes")));
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Reads the file at `path`, at most `limit` bytes (a `/dev/zero` or a huge file is an error, not
+/// an out-of-memory abort).
+pub(crate) fn read_limited(path: &std::path::Path, limit: u64) -> std::io::Result<String> {
+    read_text_limited(std::fs::File::open(path)?, limit)
+}
+
 /// Reads the scenario text from a path or stdin.
 fn read_input(source: &str) -> Result<String, String> {
     if source == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        Ok(text)
+        read_text_limited(std::io::stdin().lock(), MAX_SCENARIO_BYTES)
+            .map_err(|e| format!("cannot read standard input: {e}"))
     } else {
-        std::fs::read_to_string(source).map_err(|e| format!("cannot read {source}: {e}"))
+        read_limited(std::path::Path::new(source), MAX_SCENARIO_BYTES).map_err(|e| format!("cannot read {source}: {e}"))
     }
+}
+
+/// Writes one line to stderr, ignoring a closed pipe: `eprintln!` panics when stderr is gone, and a
+/// panic whose report panics too aborts the process (SIGABRT) instead of exiting with a code.
+fn report(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
 }
 
 fn run_replay(source: &str) -> ExitCode {
     let text = match read_input(source) {
         Ok(t) => t,
         Err(message) => {
-            eprintln!("invalid scenario: {message}");
+            report(&format!("invalid scenario: {message}"));
             return ExitCode::from(2);
         }
     };
@@ -56,13 +78,13 @@ fn run_replay(source: &str) -> ExitCode {
             match writeln!(out, "{result}") {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("cannot write the result: {e}");
+                    report(&format!("cannot write the result: {e}"));
                     ExitCode::from(1)
                 }
             }
         }
         Err(e) => {
-            eprintln!("{e}");
+            report(&e.to_string());
             ExitCode::from(2)
         }
     }
@@ -80,14 +102,14 @@ fn run_standalone(args: run::RunArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("flink-autoscaler: cannot start the runtime: {e}");
+            report(&format!("flink-autoscaler: cannot start the runtime: {e}"));
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(run::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("flink-autoscaler: {e:#}");
+            report(&format!("flink-autoscaler: {e:#}"));
             ExitCode::from(1)
         }
     }
@@ -106,7 +128,7 @@ fn main() -> ExitCode {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("flink-autoscaler: internal error{location}: {message}");
+        report(&format!("flink-autoscaler: internal error{location}: {message}"));
     }));
     let cli = Cli::parse();
     let code = std::panic::catch_unwind(|| match cli.command {

@@ -41,17 +41,54 @@ pub struct RunArgs {
     /// Stop after this long (Flink duration syntax); default: run until SIGTERM / ctrl-c.
     #[arg(long)]
     pub run_for: Option<String>,
+    /// How long the scales in flight may take to finish after SIGTERM / ctrl-c before they are
+    /// cancelled (Flink duration syntax); a second signal cancels them at once.
+    #[arg(long, default_value = "30 s")]
+    pub shutdown_grace: String,
 }
+
+/// Largest `--config` file read (Flink configurations are a few KiB).
+const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+/// Deepest nesting of maps and lists accepted in `--config`.
+const MAX_CONFIG_DEPTH: usize = 64;
 
 /// Reads a Flink `config.yaml` (nested maps flattened with dots, lists joined with `;`) or a legacy
 /// `flink-conf.yaml` (flat `key: value` lines, which is also valid YAML).
 pub fn load_flink_yaml(path: &Path) -> Result<Configuration> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        crate::read_limited(path, MAX_CONFIG_BYTES).with_context(|| format!("cannot read {}", path.display()))?;
     parse_flink_yaml(&text).with_context(|| format!("{} is not valid Flink YAML", path.display()))
+}
+
+/// Refuses what would make the YAML loader's output much larger than its input: aliases (a
+/// 478-byte "billion laughs" expands to gigabytes) and deep nesting.
+fn check_yaml_shape(text: &str) -> Result<()> {
+    use yaml_rust2::parser::{Event, Parser};
+    let mut parser = Parser::new_from_str(text);
+    let mut depth = 0usize;
+    loop {
+        let (event, mark) = parser.next_token()?;
+        match event {
+            Event::Alias(_) => bail!(
+                "line {}: YAML aliases (*name) are not supported in a Flink configuration",
+                mark.line()
+            ),
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_CONFIG_DEPTH {
+                    bail!("line {}: nested deeper than {MAX_CONFIG_DEPTH} levels", mark.line());
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            Event::StreamEnd => return Ok(()),
+            _ => {}
+        }
+    }
 }
 
 fn parse_flink_yaml(text: &str) -> Result<Configuration> {
     use yaml_rust2::{Yaml, YamlLoader};
+    check_yaml_shape(text)?;
     fn scalar(y: &Yaml) -> Option<String> {
         match y {
             Yaml::Real(s) | Yaml::String(s) => Some(s.clone()),
@@ -144,6 +181,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         }
         None => None,
     };
+    let grace = autoscaler_core::duration::parse_duration(&args.shutdown_grace)
+        .map_err(|e| anyhow::anyhow!("--shutdown-grace {:?}: {e}", args.shutdown_grace))?;
     let loop_options = ControlLoopOptions::from_configuration(&base).context("control loop options")?;
     let timeout = autoscaler_core::AutoScalerOptions::from_configuration(&base)
         .context("autoscaler options in --config")?
@@ -182,46 +221,71 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let control_loop = StandaloneAutoscaler::new(fetcher, autoscaler, events, loop_options)
         .with_base_configuration(base)
         .with_options_validation();
-    control_loop
-        .run(async move {
-            let stop = shutdown_signal();
-            match run_for {
-                Some(d) => {
-                    tokio::select! {
-                        () = stop => {}
-                        () = tokio::time::sleep(d) => tracing::info!("--run-for elapsed"),
-                    }
+    let signals = signal_count();
+    let mut first = signals.clone();
+    let mut second = signals;
+    let shutdown = async move {
+        let stop = async move {
+            let _ = first.wait_for(|&n| n >= 1).await;
+        };
+        match run_for {
+            Some(d) => {
+                tokio::select! {
+                    () = stop => {}
+                    () = tokio::time::sleep(d) => tracing::info!("--run-for elapsed"),
                 }
-                None => stop.await,
             }
-        })
-        .await;
+            None => stop.await,
+        }
+    };
+    // First polled once the shutdown has begun, so the grace period counts from then.
+    let abort = async move {
+        tokio::select! {
+            () = tokio::time::sleep(grace) => tracing::warn!(?grace, "shutdown grace period over"),
+            _ = second.wait_for(|&n| n >= 2) => tracing::warn!("second signal: stopping now"),
+        }
+    };
+    control_loop.run_with_abort(shutdown, abort).await;
     tracing::info!("standalone autoscaler stopped");
     Ok(())
 }
 
-/// Completes on ctrl-c or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// How many times ctrl-c or SIGTERM arrived: the first asks for a graceful stop, the second for
+/// an immediate one.
+fn signal_count() -> tokio::sync::watch::Receiver<u32> {
+    let (count, receiver) = tokio::sync::watch::channel(0u32);
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        loop {
+            #[cfg(unix)]
+            let term_signal = async {
+                match term.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            #[cfg(not(unix))]
+            let term_signal = std::future::pending::<()>();
+            let name = tokio::select! {
+                result = tokio::signal::ctrl_c() => match result {
+                    Ok(()) => "ctrl-c",
+                    Err(_) => std::future::pending().await,
+                },
+                () = term_signal => "SIGTERM",
+            };
+            let n = *count.borrow() + 1;
+            if n == 1 {
+                tracing::info!("{name}: stopping after the cycle in flight (a second signal stops at once)");
             }
-            Err(_) => std::future::pending::<()>().await,
+            if count.send(n).is_err() {
+                return;
+            }
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("ctrl-c: stopping after the cycle in flight"),
-        () = term => tracing::info!("SIGTERM: stopping after the cycle in flight"),
-    }
+    });
+    receiver
 }
 
 #[cfg(test)]
@@ -238,6 +302,32 @@ mod tests {
         assert_eq!(conf.get("job.autoscaler.metrics.window"), Some("3 min"));
         assert_eq!(conf.get("job.autoscaler.vertex.exclude.ids"), Some("a;b"));
         assert_eq!(conf.get("jobmanager.scheduler"), Some("adaptive"));
+    }
+
+    #[test]
+    fn a_yaml_alias_bomb_is_refused_before_it_expands() {
+        // The 478-byte "billion laughs" of the finding: 9 levels of 9 aliases each, 9^9 strings.
+        let mut bomb =
+            String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+        for (name, prev) in ["b", "c", "d", "e", "f", "g", "h", "i"]
+            .iter()
+            .zip(["a", "b", "c", "d", "e", "f", "g", "h"])
+        {
+            let refs = vec![format!("*{prev}"); 9].join(",");
+            bomb.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        }
+        assert!(bomb.len() < 500, "{}", bomb.len());
+        let error = parse_flink_yaml(&bomb).expect_err("aliases are refused");
+        assert!(error.to_string().contains("aliases"), "{error}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        assert!(parse_flink_yaml(&deep).is_err());
+        // 64 levels are fine.
+        let ok = format!("k: {}1{}", "[".repeat(63), "]".repeat(63));
+        assert!(parse_flink_yaml(&ok).is_ok());
     }
 
     #[test]

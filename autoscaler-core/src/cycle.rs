@@ -30,7 +30,7 @@ use crate::scaling::{
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
     trim_scaling_tracking,
 };
-use crate::state::{DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking};
+use crate::state::{ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking};
 use autoscaler_metrics::{
     CollectedMetrics, EvaluatedMetrics, JobTopology, MetricHistory, MetricsError, ScalingMetric, VertexId,
     WindowStatus, evaluate, voids_history, window_and_trim,
@@ -52,6 +52,8 @@ pub struct JobState {
     pub delayed_scale_down: DelayedScaleDown,
     /// The parallelism the autoscaler wants per vertex.
     pub parallelism_overrides: ParallelismOverrides,
+    /// The configuration changes (memory tuning) the autoscaler wants applied.
+    pub config_changes: ConfigChanges,
 }
 
 /// Which parts of a [`JobState`] a cycle changed (and so must be written back).
@@ -67,9 +69,9 @@ pub struct StateChanges {
     pub delayed_scale_down: bool,
     /// [`JobState::parallelism_overrides`].
     pub parallelism_overrides: bool,
-    /// The stored configuration changes are to be reset (a scaling was executed), as the
-    /// reference does when it applies new parallelisms.
-    pub reset_config_changes: bool,
+    /// [`JobState::config_changes`]: replaced when a scaling is executed (by memory tuning's
+    /// changes, empty when it did not run), as the reference stores them with new parallelisms.
+    pub config_changes: bool,
 }
 
 /// What [`observe`] saw this cycle.
@@ -307,15 +309,16 @@ pub struct DecisionFacts<'a> {
     pub unmeasured: &'a [VertexId],
     /// TaskManager CPU as the platform reports it.
     pub task_manager_cpu: Option<f64>,
-    /// TaskManager process memory in bytes as the platform reports it
-    /// (`taskmanager.memory.process.size` in the options wins).
+    /// TaskManager process memory in bytes as the context reports it
+    /// ([`crate::JobAutoScalerContext::task_manager_memory`]).
     pub task_manager_memory: Option<u64>,
 }
 
 /// Step 3: decides (reference `ScalingExecutor.scaleResource`) and, when the decision scales,
 /// records it: the summaries at `now` added to the trimmed history, a new tracking record without
 /// restart duration, overrides for every evaluated vertex (its new parallelism, or its current one
-/// when it does not change), configuration changes reset. The delayed scale-down state counts as
+/// when it does not change), memory tuning's configuration changes (empty when it did not run).
+/// The delayed scale-down state counts as
 /// changed when the decision updated it or scaled.
 pub fn conclude(
     state: &mut JobState,
@@ -338,7 +341,7 @@ pub fn conclude(
         options,
         in_excluded_period: options.is_excluded_period(facts.now),
         task_manager_cpu: facts.task_manager_cpu,
-        task_manager_memory: options.task_manager_process_memory.or(facts.task_manager_memory),
+        task_manager_memory: facts.task_manager_memory,
     };
     let decision = scaling::decide(&input, &mut state.delayed_scale_down);
     changes.delayed_scale_down |= state.delayed_scale_down.updated;
@@ -364,7 +367,12 @@ pub fn conclude(
         changes.scaling_history = true;
         changes.scaling_tracking = true;
         changes.parallelism_overrides = true;
-        changes.reset_config_changes = true;
+        state.config_changes = decision
+            .memory_tuning
+            .as_ref()
+            .map(|tuning| tuning.changes.clone())
+            .unwrap_or_default();
+        changes.config_changes = true;
         changes.delayed_scale_down = true;
     }
     decision
@@ -716,7 +724,7 @@ mod tests {
             changes.scaling_history
                 && changes.scaling_tracking
                 && changes.parallelism_overrides
-                && changes.reset_config_changes
+                && changes.config_changes
                 && changes.delayed_scale_down
         );
         assert_eq!(

@@ -9,7 +9,7 @@ use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::realizer::ScalingRealizer;
 use crate::scaling::DecisionOutcome;
-use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
+use crate::state::{AutoScalerStateStore, ParallelismOverrides, StateError};
 use async_trait::async_trait;
 use autoscaler_metrics::{ScalingMetric, VertexId};
 use chrono::{DateTime, Utc};
@@ -142,6 +142,7 @@ where
             scaling_tracking: store.get_scaling_tracking(ctx).await.map_err(state_error)?,
             delayed_scale_down: store.get_delayed_scale_down(ctx).await.map_err(state_error)?,
             parallelism_overrides: store.get_parallelism_overrides(ctx).await.map_err(state_error)?,
+            config_changes: store.get_config_changes(ctx).await.map_err(state_error)?,
         })
     }
 
@@ -172,9 +173,9 @@ where
                 .await
                 .map_err(state_error)?;
         }
-        if changes.reset_config_changes {
+        if changes.config_changes {
             store
-                .store_config_changes(ctx, &ConfigChanges::default())
+                .store_config_changes(ctx, &state.config_changes)
                 .await
                 .map_err(state_error)?;
         }

@@ -3,7 +3,8 @@
 //! The deciding half of flink-autoscaler-rs: the FLIP-334 traits a platform implements
 //! ([`JobAutoScalerContext`], [`ScalingRealizer`], [`AutoScalerEventHandler`],
 //! [`AutoScalerStateStore`], [`MetricsCollector`]), the typed `job.autoscaler.*` options, the
-//! per-vertex scaler, the scaling executor, `JobAutoScalerImpl` and the standalone control loop.
+//! per-vertex scaler, the scaling executor, memory autotuning ([`tuning`]), `JobAutoScalerImpl` and the
+//! standalone control loop.
 
 pub mod autoscaler;
 pub mod collector;
@@ -22,6 +23,7 @@ pub mod record;
 pub mod scaling;
 pub mod standalone;
 pub mod state;
+pub mod tuning;
 pub mod validator;
 
 /// Re-exported so platforms (and the facade's simulator and examples) implement the traits without a direct dependency.

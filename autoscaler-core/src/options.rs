@@ -133,6 +133,8 @@ pub struct AutoScalerOptions {
     pub memory_tuning_overhead: f64,
     /// `memory.tuning.maximize-managed-memory` (false).
     pub memory_tuning_maximize_managed_memory: bool,
+    /// The `taskmanager.memory.*` and network-buffer options memory tuning reads (Flink's defaults).
+    pub memory_model: crate::tuning::MemoryModelOptions,
     /// `metrics.custom-evaluators` ([]): the custom evaluator instances (only the first is used;
     /// see [`crate::plugins`]).
     pub custom_evaluators: Vec<String>,
@@ -192,6 +194,7 @@ impl Default for AutoScalerOptions {
             memory_tuning_scale_down_compensation_enabled: true,
             memory_tuning_overhead: 0.2,
             memory_tuning_maximize_managed_memory: false,
+            memory_model: crate::tuning::MemoryModelOptions::default(),
             custom_evaluators: Vec::new(),
             custom_executors: Vec::new(),
             custom_alignment_mode: None,
@@ -289,6 +292,45 @@ fn read<T>(
     }
 }
 
+/// `job.autoscaler.flink.rest-client.timeout` alone (10 s when unset), so that a caller needing
+/// only the timeout (the job list fetcher) is not failed by another option's bad value. A zero
+/// timeout would fail every call at once, so it is refused.
+///
+/// ```
+/// use autoscaler_core::Configuration;
+/// use autoscaler_core::options::rest_client_timeout;
+/// let conf = Configuration::from_iter([("job.autoscaler.metrics.window", "forever")]);
+/// assert_eq!(rest_client_timeout(&conf), Ok(std::time::Duration::from_secs(10)));
+/// let zero = Configuration::from_iter([("job.autoscaler.flink.rest-client.timeout", "0 s")]);
+/// assert!(rest_client_timeout(&zero).is_err());
+/// ```
+///
+/// # Errors
+/// [`OptionsError::InvalidValue`] when the value does not parse or is zero.
+pub fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsError> {
+    let parse = |text: &str| match parse_duration(text)? {
+        Duration::ZERO => Err("the REST client timeout must be longer than zero".to_owned()),
+        d => Ok(d),
+    };
+    Ok(read(conf, "flink.rest-client.timeout", parse)?.unwrap_or(AutoScalerOptions::default().rest_client_timeout))
+}
+
+/// [`parse_double`] without NaN.
+fn parse_number(text: &str) -> Result<f64, String> {
+    match parse_double(text)? {
+        x if x.is_nan() => Err("NaN is not a valid value".to_owned()),
+        x => Ok(x),
+    }
+}
+
+/// [`parse_int`], at least 1.
+fn parse_positive_int(text: &str) -> Result<i32, String> {
+    match parse_int(text)? {
+        n if n >= 1 => Ok(n),
+        n => Err(format!("{n} is not a positive integer")),
+    }
+}
+
 /// Reads a non-autoscaler Flink option that has no fallback keys.
 fn read_plain<T>(
     conf: &Configuration,
@@ -323,8 +365,9 @@ impl AutoScalerOptions {
         let bool_or =
             |name: &str, default: bool| Ok::<_, OptionsError>(read(conf, name, parse_bool)?.unwrap_or(default));
         let int_or = |name: &str, default: i32| Ok::<_, OptionsError>(read(conf, name, parse_int)?.unwrap_or(default));
+        // No option means anything by NaN, and it would slip through every range check.
         let double_or =
-            |name: &str, default: f64| Ok::<_, OptionsError>(read(conf, name, parse_double)?.unwrap_or(default));
+            |name: &str, default: f64| Ok::<_, OptionsError>(read(conf, name, parse_number)?.unwrap_or(default));
         let duration_or =
             |name: &str, default: Duration| Ok::<_, OptionsError>(read(conf, name, parse_duration)?.unwrap_or(default));
         let list = |name: &str| Ok::<_, OptionsError>(read(conf, name, parse_list)?.unwrap_or_default());
@@ -347,6 +390,7 @@ impl AutoScalerOptions {
             )
         })?;
 
+        let memory_model = crate::tuning::MemoryModelOptions::from_configuration(conf)?;
         Ok(AutoScalerOptions {
             enabled: bool_or("enabled", d.enabled)?,
             scaling_enabled: bool_or("scaling.enabled", d.scaling_enabled)?,
@@ -359,7 +403,8 @@ impl AutoScalerOptions {
             utilization_min: read(conf, "utilization.min", parse_double)?,
             scale_down_interval: duration_or("scale-down.interval", d.scale_down_interval)?,
             vertex_min_parallelism: int_or("vertex.min-parallelism", d.vertex_min_parallelism)?,
-            vertex_max_parallelism: int_or("vertex.max-parallelism", d.vertex_max_parallelism)?,
+            vertex_max_parallelism: read(conf, "vertex.max-parallelism", parse_positive_int)?
+                .unwrap_or(d.vertex_max_parallelism),
             scale_down_max_factor: double_or("scale-down.max-factor", d.scale_down_max_factor)?,
             scale_up_max_factor: double_or("scale-up.max-factor", d.scale_up_max_factor)?,
             catch_up_duration: duration_or("catch-up.duration", d.catch_up_duration)?,
@@ -396,7 +441,7 @@ impl AutoScalerOptions {
                 .unwrap_or(d.busy_time_aggregator),
             vertex_exclude_ids: list("vertex.exclude.ids")?,
             scaling_event_interval: duration_or("scaling.event.interval", d.scaling_event_interval)?,
-            rest_client_timeout: duration_or("flink.rest-client.timeout", d.rest_client_timeout)?,
+            rest_client_timeout: rest_client_timeout(conf)?,
             quota_memory: read(conf, "quota.memory", parse_memory_size)?,
             quota_cpu: read(conf, "quota.cpu", parse_double)?,
             alignment_mode: resolve_alignment_mode(conf)?,
@@ -407,7 +452,7 @@ impl AutoScalerOptions {
                 d.observed_scalability_coefficient_min,
             )?,
             task_slots_per_task_manager,
-            task_manager_process_memory: read_plain(conf, "taskmanager.memory.process.size", parse_memory_size)?,
+            task_manager_process_memory: memory_model.process_size.and_then(|b| u64::try_from(b).ok()),
             memory_tuning_scale_down_compensation_enabled: bool_or(
                 "memory.tuning.scale-down-compensation.enabled",
                 d.memory_tuning_scale_down_compensation_enabled,
@@ -417,6 +462,7 @@ impl AutoScalerOptions {
                 "memory.tuning.maximize-managed-memory",
                 d.memory_tuning_maximize_managed_memory,
             )?,
+            memory_model,
             custom_evaluators: list("metrics.custom-evaluators")?,
             custom_executors: list("scaling.custom-executors")?,
             custom_alignment_mode: lookup(conf, "scaling.parallelism-alignment.mode")

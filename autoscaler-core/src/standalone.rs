@@ -8,8 +8,10 @@
 //! - a job that disappears from the list is cleaned up exactly once; if its scale is still in
 //!   flight, the cleanup runs when that scale finishes;
 //! - a failed fetch is logged and the whole cycle skipped (no scaling, no cleanup);
-//! - when the shutdown future completes the loop starts no new cycle, waits for the scales in
-//!   flight (and their deferred cleanups) and returns.
+//! - when the shutdown future completes the loop starts no new cycle (a fetch in flight is
+//!   dropped), waits for the scales in flight (and their deferred cleanups) and returns; with
+//!   [`StandaloneAutoscaler::run_with_abort`] that wait is bounded and the scales still running are
+//!   cancelled.
 //!
 //! The fetch and the cleanups run on the loop itself, as on the reference's single loop thread:
 //! a fetcher must bound its own time (the reference's REST timeout), and `cleanup` should be quick.
@@ -279,12 +281,22 @@ where
 
     /// Runs cycles every `interval` until `shutdown` completes, then waits for the scales in
     /// flight (running their deferred cleanups) and returns. The first cycle starts at once.
-    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        self.run_with_abort(shutdown, std::future::pending()).await;
+    }
+
+    /// Like [`run`](Self::run), but bounded: once `shutdown` has completed, the scales in flight
+    /// get until `abort` completes (a grace period, a second signal) to finish; then they are
+    /// cancelled where they wait (a REST call in flight is dropped, a state flush not yet committed
+    /// is rolled back by its transaction) and the loop returns. A fetch in flight when `shutdown`
+    /// completes is dropped at once. `abort` is first polled after `shutdown` has completed, so a
+    /// grace timer written as `async { sleep(grace).await }` starts counting then.
+    pub async fn run_with_abort(mut self, shutdown: impl Future<Output = ()>, abort: impl Future<Output = ()>) {
         tracing::info!(interval = ?self.options.interval, parallelism = self.options.parallelism, "control loop started");
         tokio::pin!(shutdown);
         let next_cycle = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(next_cycle);
-        loop {
+        'cycles: loop {
             tokio::select! {
                 // Shutdown wins over a due cycle, so no cycle starts once it has fired.
                 biased;
@@ -292,8 +304,14 @@ where
                 Some(finished) = self.tasks.join_next_with_id() => self.on_scale_finished(finished).await,
                 () = &mut next_cycle => {
                     // The outcome is already logged inside; a failed fetch only skips this cycle.
-                    let _ = self.run_cycle().await;
-                    next_cycle.as_mut().reset(tokio::time::Instant::now() + self.options.interval);
+                    // A slow fetch (minutes with long REST timeouts) must not delay the shutdown.
+                    let interval = self.options.interval;
+                    tokio::select! {
+                        biased;
+                        () = &mut shutdown => break 'cycles,
+                        _ = self.run_cycle() => {}
+                    }
+                    next_cycle.as_mut().reset(instant_after(interval));
                 }
             }
         }
@@ -301,7 +319,25 @@ where
             in_flight = self.in_flight.len(),
             "control loop stopping after the scales in flight"
         );
-        self.wait_idle().await;
+        tokio::select! {
+            () = self.wait_idle() => {}
+            () = abort => {
+                tracing::warn!(in_flight = self.in_flight.len(), "cancelling the scales still in flight");
+                self.tasks.abort_all();
+                while let Some(finished) = self.tasks.join_next_with_id().await {
+                    if let Err(e) = &finished
+                        && e.is_cancelled()
+                    {
+                        // Cancelled on purpose: no error event, the job is scaled on the next start.
+                        if let Some(ctx) = self.task_jobs.remove(&e.id()) {
+                            self.in_flight.remove(ctx.job_key());
+                        }
+                        continue;
+                    }
+                    self.on_scale_finished(finished).await;
+                }
+            }
+        }
         tracing::info!("control loop stopped");
     }
 
@@ -456,6 +492,14 @@ async fn scale_one<K, Ctx>(
     if let Err(e) = autoscaler.scale(ctx).await {
         tracing::warn!(error = %e, "scaling failed");
     }
+}
+
+/// `now + delay`, or 30 years from now (tokio's own "far future") when the sum overflows: an
+/// interval of `9223372036854775807 s` means "never again", not a panic.
+fn instant_after(delay: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(delay)
+        .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
 }
 
 fn panic_message(e: JoinError) -> String {

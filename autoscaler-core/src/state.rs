@@ -122,7 +122,7 @@ pub type StateResult<T> = Result<T, StateError>;
 ///
 /// How a cycle of `JobAutoScalerImpl` uses a store (see [`crate::cycle`]): after a successful
 /// collection it reads the collected metrics, the scaling history, the scaling tracking, the
-/// delayed scale-down state and the parallelism overrides, each once; it writes back only the
+/// delayed scale-down state, the parallelism overrides and the configuration changes, each once; it writes back only the
 /// states the cycle changed (the collected metrics every cycle, the evaluated metrics whenever it
 /// evaluated, the others when they changed), then flushes. A cycle that stops before loading reads
 /// the overrides once to re-apply them. `store_collected_metrics` always receives the whole

@@ -20,6 +20,7 @@ mod window;
 pub mod collection;
 pub mod json_number;
 pub mod root_cause;
+pub mod time;
 
 pub use collected::{CollectedMetrics, MetricHistory};
 pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, evaluate_with_custom, merge_custom_metrics};

@@ -5,7 +5,8 @@
 //! (anchor-features §2.2.3 and §2.2.6; replay-format §3.3 steps 2 and 3).
 
 use crate::MetricHistory;
-use chrono::{DateTime, TimeDelta, Utc};
+use crate::time::{add_saturating, sub_saturating};
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 
 /// Where the metric window stands at one cycle instant.
@@ -111,22 +112,6 @@ pub fn discard_before_restart(history: &mut MetricHistory, job_running_since: Da
     {
         history.remove_before(latest);
     }
-}
-
-/// `at + d`, saturating at the largest representable instant instead of overflowing.
-fn add_saturating(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    TimeDelta::from_std(d)
-        .ok()
-        .and_then(|d| at.checked_add_signed(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
-/// `at - d`, saturating at the smallest representable instant instead of overflowing.
-fn sub_saturating(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    TimeDelta::from_std(d)
-        .ok()
-        .and_then(|d| at.checked_sub_signed(d))
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ use autoscaler_core::{
     ConfigChanges, Configuration, JobAutoScalerContext, OptionsError, ParallelismOverrides, RealizeError,
     ScalingRealizer,
 };
+use autoscaler_metrics::time::add_saturating;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -68,7 +69,7 @@ impl ManualClock {
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: Duration) {
         let mut now = lock(&self.now);
-        *now += chrono_duration(by);
+        *now = add_saturating(*now, by);
     }
 }
 
@@ -185,10 +186,7 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
     pub fn held_until(&self, job_key: &K) -> Option<DateTime<Utc>> {
         let jobs = lock(&self.jobs);
         let held = jobs.get(job_key)?.held.as_ref()?;
-        let forced = self
-            .config
-            .max_interval
-            .map(|max| held.held_since + chrono_duration(max));
+        let forced = self.config.max_interval.map(|max| add_saturating(held.held_since, max));
         Some(forced.map_or(held.due_at, |f| f.min(held.due_at)))
     }
 
@@ -214,7 +212,7 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
         let forced = self
             .config
             .max_interval
-            .is_some_and(|max| now >= held.held_since + chrono_duration(max));
+            .is_some_and(|max| now >= add_saturating(held.held_since, max));
         if now >= held.due_at || forced {
             if forced && now < held.due_at {
                 tracing::info!(held_since = %held.held_since, "forcing a held rescale: scaling-interval.max reached");
@@ -243,19 +241,19 @@ impl<R, K: Eq + Hash + Clone> CooldownRealizer<R, K> {
                 released: None,
             };
         }
-        let min = chrono_duration(self.config.min_interval);
+        let min = self.config.min_interval;
         match &mut state.held {
             Some(held) if held.overrides != *overrides => {
                 held.overrides = overrides.clone();
-                held.due_at = now + min;
+                held.due_at = add_saturating(now, min);
             }
             Some(_) => {}
             None => match state.last_rescale {
-                Some(last) if now < last + min => {
+                Some(last) if now < add_saturating(last, min) => {
                     state.held = Some(Held {
                         overrides: overrides.clone(),
                         held_since: now,
-                        due_at: last + min,
+                        due_at: add_saturating(last, min),
                     });
                 }
                 _ => {
@@ -369,10 +367,6 @@ where
     }
 }
 
-fn chrono_duration(d: Duration) -> chrono::TimeDelta {
-    chrono::TimeDelta::from_std(d).unwrap_or(chrono::TimeDelta::MAX)
-}
-
 /// Locks `mutex`, recovering the data if a panicking thread poisoned it (the state stays usable).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
@@ -449,7 +443,7 @@ mod tests {
     impl Setup {
         async fn at(&self, seconds: u64, value: u32) {
             let start = Utc.timestamp_opt(1_000_000, 0).single().expect("valid start");
-            self.clock.set(start + chrono_duration(Duration::from_secs(seconds)));
+            self.clock.set(add_saturating(start, Duration::from_secs(seconds)));
             self.realizer
                 .realize_parallelism_overrides(&self.ctx, &p(value))
                 .await

@@ -5,13 +5,16 @@ use crate::options::rest_client_timeout;
 use crate::rest::{FlinkRestClient, JobOverview};
 use async_trait::async_trait;
 use autoscaler_core::{BasicJobContext, Configuration, FetchError, JobListFetcher};
+use std::time::Duration;
 
 /// Lists every job of the cluster behind its client: `GET /jobs/overview`, then per job
 /// `GET /jobs/<id>/jobmanager/config` merged over the base configuration (the job's values win).
 ///
 /// Each context has the job id as key and job id, the *effective* status (RUNNING with tasks not all
 /// RUNNING/FINISHED counts as CREATED) and a clone of the client whose per-request timeout is the
-/// merged configuration's `job.autoscaler.flink.rest-client.timeout`. Finished, failed and cancelled
+/// merged configuration's `job.autoscaler.flink.rest-client.timeout` (the base configuration's when
+/// the job's own value is invalid; only that key is read, so a job with any bad option is still
+/// listed, and the autoscaler reports the bad option as that job's error). Finished, failed and cancelled
 /// jobs are listed too while the JobManager remembers them (the autoscaler then skips them as not
 /// RUNNING). One failing job fails the whole fetch, as in the reference, so that the control loop
 /// does not mistake a job it could not read for a job that disappeared (and clean its state up).
@@ -37,6 +40,7 @@ impl FlinkClusterJobListFetcher {
     async fn job_context(
         &self,
         base: &Configuration,
+        base_timeout: Duration,
         job: &JobOverview,
     ) -> Result<BasicJobContext<String, FlinkRestClient>, FetchError> {
         let entries = self
@@ -46,7 +50,13 @@ impl FlinkClusterJobListFetcher {
             .map_err(|e| FetchError::Failed(format!("configuration of job {}: {e}", job.jid)))?;
         let job_conf: Configuration = entries.into_iter().map(|e| (e.key, e.value)).collect();
         let configuration = base.overlay(&job_conf);
-        let timeout = rest_client_timeout(&configuration).map_err(|e| FetchError::Failed(e.to_string()))?;
+        // A bad value in the job's own configuration is that job's problem: it is listed (so its
+        // state is not cleaned up) and the autoscaler reports the bad option as the job's error event
+        // and skips it, while the other jobs go on.
+        let timeout = rest_client_timeout(&configuration).unwrap_or_else(|e| {
+            tracing::warn!(job = %job.jid, error = %e, "using the base REST timeout for this job");
+            base_timeout
+        });
         let status = job.effective_status();
         if status.is_none() {
             tracing::warn!(job = %job.jid, state = %job.state, "unknown job state; the job will not be scaled");
@@ -77,7 +87,7 @@ impl JobListFetcher<String, BasicJobContext<String, FlinkRestClient>> for FlinkC
             .map_err(|e| FetchError::Failed(format!("job list: {e}")))?;
         let mut contexts = Vec::with_capacity(overview.jobs.len());
         for job in &overview.jobs {
-            contexts.push(this.job_context(base, job).await?);
+            contexts.push(this.job_context(base, timeout, job).await?);
         }
         Ok(contexts)
     }

@@ -104,4 +104,4 @@ pub use options::{
     JOBMANAGER_SCHEDULER, SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
 };
 pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
-pub use rest::{AuthHeader, FlinkRestClient, RestClientConfig, RestError, TlsConfig};
+pub use rest::{AuthHeader, DEFAULT_MAX_RESPONSE_BYTES, FlinkRestClient, RestClientConfig, RestError, TlsConfig};

@@ -1,9 +1,9 @@
 //! The configuration the REST adapters read. The `job.autoscaler.*` options come from
-//! [`AutoScalerOptions`] (reference defaults, legacy fallback keys); the Flink keys below are read
+//! [`AutoScalerOptions`](autoscaler_core::AutoScalerOptions) (reference defaults, legacy fallback keys); the Flink keys below are read
 //! here.
 
 use autoscaler_core::duration::parse_duration;
-use autoscaler_core::{AutoScalerOptions, Configuration, OptionsError};
+use autoscaler_core::{Configuration, OptionsError};
 use std::time::Duration;
 
 /// `jobmanager.scheduler`: must be `adaptive` for the rescale API.
@@ -51,9 +51,10 @@ pub fn flink_cluster_rest_url(conf: &Configuration) -> Result<String, OptionsErr
     })
 }
 
-/// `job.autoscaler.flink.rest-client.timeout` (10 s).
+/// `job.autoscaler.flink.rest-client.timeout` (10 s), read alone: another option's bad value is
+/// the autoscaler's to report for that job, not a reason to fail a REST call.
 pub(crate) fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsError> {
-    Ok(AutoScalerOptions::from_configuration(conf)?.rest_client_timeout)
+    autoscaler_core::options::rest_client_timeout(conf)
 }
 
 /// Whether the job runs the adaptive scheduler (`jobmanager.scheduler` = `adaptive`, any case).

@@ -574,3 +574,34 @@ async fn a_finished_vertex_is_never_queried_and_reports_zeros() {
     // topology's, so the other vertices are listed again every cycle.
     assert_eq!(requests_to(&server, &subtask_metrics_path(KEYED), true).await, 2);
 }
+
+#[tokio::test]
+async fn a_stabilization_interval_of_100000000_days_does_not_overflow() {
+    let server = MockServer::start().await;
+    mount_job(&server).await;
+    // 10^8 d = 8.64e12 s: a valid Java Duration, but running_since + it is past chrono's range
+    // (year 262143), which panicked.
+    let conf = Configuration::from_iter([("job.autoscaler.stabilization.interval", "100000000 d")]);
+    let ctx = ctx(client(&server), conf);
+    let collected = RestMetricsCollector::<String>::new()
+        .collect(&ctx, &opts(&ctx), stable_now())
+        .await
+        .expect("still stabilizing, but the metrics are all there");
+    assert_eq!(collected.topology.len(), 4);
+}
+
+#[tokio::test]
+async fn a_running_timestamp_at_the_end_of_time_does_not_overflow() {
+    let server = MockServer::start().await;
+    let max_ms = DateTime::<Utc>::MAX_UTC.timestamp_millis(); // 8210298412799999
+    let mut details: serde_json::Value = serde_json::from_str(&fixture("job-details")).expect("fixture is JSON");
+    details["timestamps"]["RUNNING"] = max_ms.into();
+    mount_get(&server, &format!("/jobs/{JOB}"), json(200, &details.to_string())).await;
+    mount_job(&server).await;
+    let ctx = ctx(client(&server), Configuration::new());
+    let collected = RestMetricsCollector::<String>::new()
+        .collect(&ctx, &opts(&ctx), stable_now())
+        .await
+        .expect("a job that started 'in the future' is collected as stabilizing");
+    assert_eq!(collected.job_running_since.timestamp_millis(), max_ms);
+}

@@ -123,3 +123,40 @@ proptest! {
         prop_assert_eq!(calls.last().map(|c| c.1), wanted);
     }
 }
+
+/// `scaling-interval.min` and `.max` of `9223372036854775807 s` (i64::MAX, the longest Java
+/// Duration): `last + min` and `held_since + max` are past chrono's range, which panicked.
+#[tokio::test]
+async fn intervals_of_i64_max_seconds_hold_forever_without_overflow() {
+    let conf = Configuration::from_iter([
+        (
+            "jobmanager.adaptive-scheduler.scaling-interval.min",
+            "9223372036854775807 s",
+        ),
+        (
+            "jobmanager.adaptive-scheduler.scaling-interval.max",
+            "9223372036854775807 s",
+        ),
+    ]);
+    let config = CooldownConfig::from_configuration(&conf).expect("a valid Java Duration");
+    let start = Utc.timestamp_opt(1_700_000_000, 0).single().expect("valid start");
+    let clock = Arc::new(ManualClock::new(start));
+    let recorder = Arc::new(Recorder::default());
+    let realizer: CooldownRealizer<Forward, String> = CooldownRealizer::with_clock(
+        Forward {
+            recorder: Arc::clone(&recorder),
+            clock: Arc::clone(&clock),
+        },
+        config,
+        clock.clone(),
+    );
+    let ctx = Ctx::new("job".to_owned(), Configuration::new(), ());
+    assert!(realizer.realize_parallelism_overrides(&ctx, &request(2)).await.is_ok());
+    clock.advance(Duration::from_secs(3600));
+    assert!(realizer.realize_parallelism_overrides(&ctx, &request(3)).await.is_ok());
+    // The first change is forwarded, the second is held until the end of time.
+    assert_eq!(recorder.calls.lock().map(|c| c.len()).unwrap_or(0), 1);
+    assert_eq!(realizer.held_until(&"job".to_owned()), Some(DateTime::<Utc>::MAX_UTC));
+    clock.advance(Duration::from_secs(u64::MAX));
+    assert!(realizer.realize_parallelism_overrides(&ctx, &request(3)).await.is_ok());
+}

@@ -43,7 +43,18 @@ impl FromStr for StateUrl {
         let url = url.trim();
         if url == "memory" || url == "memory:" {
             Ok(StateUrl::Memory)
-        } else if url.starts_with("sqlite:") {
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            // `sqlite:` alone (or `sqlite://`, `sqlite:?mode=rwc`) names no file, and SQLite then
+            // opens a temporary database that is deleted on close: state would be lost silently.
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.split('?').next().is_none_or(|p| p.trim().is_empty()) {
+                return Err(StateError::Backend {
+                    operation: "open",
+                    message: format!(
+                        "state URL `{url}` names no file: use `sqlite:PATH` (or `sqlite::memory:` / `memory` for state that is not kept)"
+                    ),
+                });
+            }
             Ok(StateUrl::Sqlite(url.to_owned()))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(StateUrl::Postgres(url.to_owned()))
@@ -322,7 +333,35 @@ impl Db {
         if options.migrate {
             db.migrate().await?;
         }
+        db.check_schema().await?;
         Ok(db)
+    }
+
+    /// Checks that both tables have our columns. `CREATE TABLE IF NOT EXISTS` keeps a foreign table
+    /// that happens to carry our name; reading and writing it would fail on every flush (or, worse,
+    /// write into someone else's table), so it is refused when the store opens, naming the table.
+    async fn check_schema(&self) -> Result<(), StateError> {
+        const TABLES: [(&str, &str); 2] = [
+            (
+                "t_flink_autoscaler_state_store",
+                "id, create_time, update_time, job_key, state_type, state_value",
+            ),
+            (
+                "t_flink_autoscaler_event_handler",
+                "id, create_time, update_time, job_key, reason, event_type, message, event_count, event_key",
+            ),
+        ];
+        for (table, columns) in TABLES {
+            let sql = format!("SELECT {columns} FROM {table} WHERE 1 = 0");
+            let probe = with_pool!(&self.database, pool => sqlx::query(&sql).fetch_all(pool).await.map(|_| ()));
+            probe.map_err(|e| {
+                backend_error(
+                    "open",
+                    format!("table {table} is not the autoscaler's (expected the columns {columns}): {e}"),
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Applies the embedded migrations. sqlx takes an advisory lock (PG, MySQL) or the write lock

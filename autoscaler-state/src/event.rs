@@ -164,7 +164,7 @@ impl AnyEventHandler {
     /// Deletes every event created before `now - ttl` (the reference's TTL cleaner, run on demand);
     /// returns how many were deleted.
     pub async fn delete_expired(&self, ttl: Duration) -> StateResult<u64> {
-        let cutoff = (self.clock)() - chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+        let cutoff = autoscaler_metrics::time::sub_saturating((self.clock)(), ttl);
         match &self.backend {
             EventBackend::Memory(events) => {
                 let mut events = events.lock().unwrap_or_else(PoisonError::into_inner);
@@ -181,7 +181,12 @@ impl AnyEventHandler {
     /// task to stop it.
     pub fn spawn_ttl_cleaner(self: Arc<Self>, ttl: Duration, period: Duration) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
-            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            let now = tokio::time::Instant::now();
+            // A period too long to add is as good as never (tokio's own far future is 30 years).
+            let first = now
+                .checked_add(period)
+                .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
+            let mut ticks = tokio::time::interval_at(first, period);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
@@ -214,7 +219,7 @@ impl AnyEventHandler {
         let now = (self.clock)();
         // Dedup window anchored at the newest matching row's create_time (reference JdbcAutoScalerEventHandler).
         let within = |created: DateTime<Utc>| match interval {
-            Some(interval) => chrono::Duration::from_std(interval).is_ok_and(|i| created > now - i),
+            Some(interval) => created > autoscaler_metrics::time::sub_saturating(now, interval),
             None => false,
         };
         match &self.backend {

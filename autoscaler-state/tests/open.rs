@@ -78,3 +78,53 @@ async fn bad_urls_are_typed_errors_naming_the_url() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_sqlite_url_without_a_path_is_refused() {
+    // `sqlite:` opened a temporary database deleted on close: the state was lost without a word.
+    for url in ["sqlite:", "sqlite://", "sqlite:?mode=rwc", "sqlite:  "] {
+        let err = open_state_store(url).await.unwrap_err();
+        assert!(err.to_string().contains("names no file"), "{url}: {err}");
+    }
+}
+
+/// A table of someone else's named like ours: `CREATE TABLE IF NOT EXISTS` kept it, and every
+/// flush then failed (or wrote into it). Opening the store refuses it, naming the table.
+async fn foreign_table_is_refused(kind: common::Kind) {
+    let Some(db) = common::TestDb::new(kind).await else {
+        return;
+    };
+    if kind == common::Kind::Sqlite {
+        // Create the file first: the helper connects without `mode=rwc`.
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(&format!("{}?mode=rwc", db.url))
+            .await
+            .unwrap();
+        sqlx::raw_sql("SELECT 1").execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    }
+    db.exec_raw("CREATE TABLE t_flink_autoscaler_state_store (name VARCHAR(20), price INTEGER)")
+        .await;
+    let err = open_state_store(&db.url).await.unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("t_flink_autoscaler_state_store is not the autoscaler's"),
+        "{message}"
+    );
+    db.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_foreign_table_with_our_name_is_refused_sqlite() {
+    foreign_table_is_refused(common::Kind::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_foreign_table_with_our_name_is_refused_postgres() {
+    foreign_table_is_refused(common::Kind::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_foreign_table_with_our_name_is_refused_mysql() {
+    foreign_table_is_refused(common::Kind::MySql).await;
+}

@@ -1,6 +1,6 @@
 //! Writing the `flink-autoscaler-result/1` document.
 
-use autoscaler_core::DelayedScaleDown;
+use autoscaler_core::{ConfigChanges, DelayedScaleDown};
 use autoscaler_metrics::root_cause::{self, Explanation};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, MetricHistory,
@@ -73,6 +73,18 @@ pub fn delayed_scale_down(state: &DelayedScaleDown) -> Value {
         );
     }
     Value::Object(out)
+}
+
+/// The `config_changes` section: overrides by key, removals sorted ascending.
+pub fn config_changes(changes: &ConfigChanges) -> Value {
+    let overrides: Map<String, Value> = changes
+        .overrides
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    // A BTreeSet iterates in byte order.
+    let removals: Vec<Value> = changes.removals.iter().map(|k| Value::String(k.clone())).collect();
+    json!({"overrides": overrides, "removals": removals})
 }
 
 /// The `explanation` section (the root cause of backpressure, see

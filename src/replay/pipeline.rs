@@ -119,6 +119,7 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
         scaling_tracking: s.scaling_tracking.clone(),
         delayed_scale_down: s.delayed_scale_down.clone(),
         parallelism_overrides: Default::default(),
+        config_changes: Default::default(),
     };
     let mut changes = StateChanges::default();
 
@@ -201,16 +202,22 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
         options: &options,
         unmeasured: &unmeasured,
         task_manager_cpu: s.job.taskmanager_cpu,
-        task_manager_memory: s.job.taskmanager_memory,
+        // The context's value (§3.1): the scenario's, else the configured process size.
+        task_manager_memory: s.job.taskmanager_memory.or(options.task_manager_process_memory),
     };
     let decision = cycle::conclude(&mut state, &mut changes, scaling, &facts);
     events.extend(decision.events.iter().map(event_json));
     result.insert("decision".into(), decision_json(&s.topology, &decision));
+    // §4.6: what memory tuning returned, `null` when the decision did not reach it.
+    if let Some(tuning) = &decision.memory_tuning {
+        result.insert("config_changes".into(), output::config_changes(&tuning.changes));
+    }
     Ok(finish(result, &state.delayed_scale_down, events))
 }
 
 fn finish(mut result: Map<String, Value>, delayed: &DelayedScaleDown, events: Vec<Value>) -> Value {
     result.insert("delayed_scale_down".into(), output::delayed_scale_down(delayed));
+    result.entry("config_changes").or_insert(Value::Null);
     result.insert("events".into(), Value::Array(events));
     Value::Object(result)
 }

@@ -25,7 +25,7 @@ pub fn sim_epoch() -> DateTime<Utc> {
 
 /// The wall-clock instant of simulated time `t`.
 pub fn sim_instant(t: Duration) -> DateTime<Utc> {
-    sim_epoch() + chrono::Duration::from_std(t).unwrap_or(chrono::Duration::MAX)
+    autoscaler_metrics::time::add_saturating(sim_epoch(), t)
 }
 
 /// A shared handle on a running [`Simulator`] (the "cluster client" of the simulated platform).

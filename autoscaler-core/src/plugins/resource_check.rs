@@ -66,19 +66,22 @@ pub fn estimate_num_task_slots_after_rescale(
     num_task_slots_used: i64,
 ) -> i64 {
     // Java `(int)` of the evaluated parallelism: NaN counts as 0.
-    let current =
-        |metrics: &EvaluatedVertexMetrics| i64::from(metrics.get_or_absent(ScalingMetric::Parallelism).current as i32);
-    let new_parallelisms = vertices.iter().map(|(id, metrics)| {
-        summaries
-            .get(id)
-            .map_or_else(|| current(metrics), |s| i64::from(s.new_parallelism))
-    });
-    let current_max = vertices.values().map(current).fold(0, i64::max);
-    if current_max == num_task_slots_used {
-        new_parallelisms.fold(0, i64::max)
-    } else {
-        new_parallelisms.sum()
-    }
+    let current: Vec<i32> = vertices
+        .values()
+        .map(|m| m.get_or_absent(ScalingMetric::Parallelism).current as i32)
+        .collect();
+    let new: Vec<i32> = vertices
+        .keys()
+        .zip(&current)
+        .map(|(id, c)| {
+            summaries
+                .get(id)
+                .map_or(*c, |s| i32::try_from(s.new_parallelism).unwrap_or(i32::MAX))
+        })
+        .collect();
+    // The rule itself is shared with memory tuning's scale-down compensation.
+    let used = i32::try_from(num_task_slots_used).unwrap_or(i32::MAX);
+    i64::from(crate::tuning::estimate_task_slots_after_rescale(&current, &new, used))
 }
 
 /// Reference `scalingWouldExceedClusterResources`: whether `check` refuses the TaskManagers the

@@ -74,10 +74,7 @@ pub(crate) fn clear_all(state: &mut DelayedScaleDown) {
 
 /// `now - duration`, saturating at the earliest representable instant.
 pub(crate) fn instant_before(now: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
-    chrono::TimeDelta::from_std(duration)
-        .ok()
-        .and_then(|delta| now.checked_sub_signed(delta))
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    autoscaler_metrics::time::sub_saturating(now, duration)
 }
 
 /// The reference's `applyScaleDownInterval`: an interval under 1 ms scales down at once; otherwise the

@@ -9,6 +9,7 @@ use super::{
 };
 use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
 use crate::state::{DelayedScaleDown, ScalingSummary};
+use crate::tuning::{self, TuningInput};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexId, VertexInfo,
 };
@@ -71,6 +72,7 @@ fn decide_inner<P: DecisionHooks>(
         summaries: BTreeMap::new(),
         parallelism: current_parallelism,
         events: Vec::new(),
+        memory_tuning: None,
     };
 
     if let Some(event) = memory_pressure_event(input) {
@@ -172,14 +174,15 @@ fn decide_inner<P: DecisionHooks>(
         return Ok(decision);
     }
 
-    // The TaskManager memory the resource checks assume.
-    let task_manager_memory = input.task_manager_memory;
+    // Memory tuning: its recommendation, and the TaskManager memory the resource checks assume.
+    let task_manager_memory = tune_memory(input, &mut decision);
+
     if plugins.exceeds_cluster_resources(input, &decision.summaries, task_manager_memory)? {
         decision.outcome = DecisionOutcome::Blocked(BlockReason::ClusterResources);
         return Ok(decision);
     }
 
-    if scaling_would_exceed_resource_quota(input, &decision.summaries) {
+    if scaling_would_exceed_resource_quota(input, &decision.summaries, task_manager_memory) {
         decision.events.push(report::resource_quota_event(options));
         decision.outcome = DecisionOutcome::Blocked(BlockReason::ResourceQuota);
         return Ok(decision);
@@ -273,6 +276,26 @@ fn summary_metrics(
     metrics
 }
 
+/// Runs memory tuning ([`crate::tuning`]) for the summaries about to be executed, keeps its result
+/// in [`Decision::memory_tuning`] (its event among the events) and returns the TaskManager memory
+/// the resource checks assume afterwards: the tuned process size when tuning is enabled (the
+/// reference checks against `ConfigChanges.newConfigWithOverrides`).
+fn tune_memory(input: &DecisionInput<'_>, decision: &mut Decision) -> Option<u64> {
+    let tuning = tuning::tune_task_manager_memory(&TuningInput {
+        options: input.options,
+        task_manager_memory: input.task_manager_memory,
+        topology: input.topology,
+        evaluated: input.evaluated,
+        summaries: &decision.summaries,
+    });
+    if let Ok(recommendation) = &tuning.outcome {
+        decision.events.push(recommendation.event(input.options));
+    }
+    let memory = tuning::tuned_task_manager_memory(&tuning.changes, input.options, input.task_manager_memory);
+    decision.memory_tuning = Some(tuning);
+    memory
+}
+
 /// GC pressure (current) above its threshold, else heap usage (average) above its threshold.
 fn memory_pressure_event(input: &DecisionInput<'_>) -> Option<CycleEvent> {
     let global = &input.evaluated.global;
@@ -316,6 +339,7 @@ fn has_hash_input(info: &VertexInfo) -> bool {
 fn scaling_would_exceed_resource_quota(
     input: &DecisionInput<'_>,
     summaries: &BTreeMap<VertexId, ScalingSummary>,
+    task_manager_memory: Option<u64>,
 ) -> bool {
     let options = input.options;
     let mut groups: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
@@ -353,7 +377,7 @@ fn scaling_would_exceed_resource_quota(
     }
     if let Some(memory_quota) = options.quota_memory {
         // Java long arithmetic.
-        let tm_memory = i64::try_from(input.task_manager_memory.unwrap_or(0)).unwrap_or(i64::MAX);
+        let tm_memory = i64::try_from(task_manager_memory.unwrap_or(0)).unwrap_or(i64::MAX);
         let total_memory = tm_memory.wrapping_mul(new_tms);
         if total_memory > i64::try_from(memory_quota).unwrap_or(i64::MAX) {
             return true;

@@ -103,8 +103,11 @@ pub struct DecisionInput<'a> {
     pub in_excluded_period: bool,
     /// TaskManager CPU as the context reports it; `None` = unknown (counts as 0 in the quota check).
     pub task_manager_cpu: Option<f64>,
-    /// TaskManager process memory in bytes (`taskmanager.memory.process.size` wins over the
-    /// context's value; the caller resolves that); `None` = unknown (counts as 0).
+    /// TaskManager process memory in bytes as the context reports it
+    /// ([`JobAutoScalerContext::task_manager_memory`](crate::JobAutoScalerContext::task_manager_memory));
+    /// `None` = unknown. It is memory tuning's budget; the resource checks use
+    /// `taskmanager.memory.process.size` (after tuning, when enabled) and fall back to this value
+    /// (0 when unknown).
     pub task_manager_memory: Option<u64>,
 }
 
@@ -273,4 +276,8 @@ pub struct Decision {
     pub parallelism: BTreeMap<VertexId, u32>,
     /// Events emitted during the decision, in emission order.
     pub events: Vec<CycleEvent>,
+    /// Memory tuning's result; `None` when the decision did not get that far (tuning runs only for
+    /// a change about to be executed: outcomes `Scale` and `Blocked(ResourceQuota)`). Its
+    /// [`changes`](crate::tuning::MemoryTuning::changes) are what to store with the scaling.
+    pub memory_tuning: Option<crate::tuning::MemoryTuning>,
 }

@@ -25,6 +25,7 @@ use autoscaler_core::{
     AutoScalerOptions, CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector, MetricsSnapshot,
 };
 use autoscaler_metrics::collection::{FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics};
+use autoscaler_metrics::time::add_saturating;
 use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
 use chrono::{DateTime, Utc};
 use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
@@ -238,7 +239,7 @@ where
         }
         let (topology, io_metrics) = job_topology(&details, &plan, &source_names)?;
 
-        let stabilizing = now < running_since + chrono_duration(options.stabilization_interval);
+        let stabilizing = now < add_saturating(running_since, options.stabilization_interval);
         let names = match self
             .filtered_metric_names(job_key, client, job_id, &topology, &source_names)
             .await
@@ -390,10 +391,6 @@ fn job_error(job_id: &str, e: RestError) -> CollectError {
     } else {
         failed(e)
     }
-}
-
-fn chrono_duration(d: std::time::Duration) -> chrono::TimeDelta {
-    chrono::TimeDelta::from_std(d).unwrap_or(chrono::TimeDelta::MAX)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -41,6 +41,23 @@ pub enum RestError {
         /// The parse error.
         message: String,
     },
+    /// The answer's body is longer than [`crate::RestClientConfig::max_response_bytes`]; reading
+    /// stopped at the limit.
+    #[error("{endpoint} returned a body longer than the limit of {limit} bytes (max_response_bytes)")]
+    BodyTooLarge {
+        /// Method and path of the request.
+        endpoint: String,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A job or vertex id that cannot be one URL path segment (empty, `.` or `..`).
+    #[error("{kind} {id:?} cannot be used in a Flink REST path")]
+    InvalidId {
+        /// `job id` or `vertex id`.
+        kind: &'static str,
+        /// The refused id.
+        id: String,
+    },
     /// The client could not be built (bad base URL, certificate or header).
     #[error("invalid Flink REST client configuration: {0}")]
     Config(String),
@@ -73,7 +90,7 @@ impl RestError {
         match self {
             Self::Timeout { .. } | Self::Transport { .. } => true,
             Self::Status { status, .. } => *status >= 500 && !self.is_job_not_found(),
-            Self::Decode { .. } | Self::Config(_) => false,
+            Self::Decode { .. } | Self::BodyTooLarge { .. } | Self::InvalidId { .. } | Self::Config(_) => false,
         }
     }
 }

@@ -97,7 +97,16 @@ pub struct RestClientConfig {
     pub auth_header: Option<AuthHeader>,
     /// TLS settings (used for `https://` base URLs).
     pub tls: TlsConfig,
+    /// Largest response body read, in bytes ([`DEFAULT_MAX_RESPONSE_BYTES`] by default). A longer
+    /// body (or a `Content-Length` announcing one) fails the call with [`RestError::BodyTooLarge`]
+    /// as soon as the limit is crossed, so a misbehaving server cannot grow the process.
+    pub max_response_bytes: usize,
 }
+
+/// Default of [`RestClientConfig::max_response_bytes`]: 64 MiB. The largest answers the autoscaler
+/// reads are the job details and plan of a large job graph (about 2 KiB per vertex, so a few MiB for
+/// a thousand vertices); 64 MiB leaves an order of magnitude of room.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
 impl Default for RestClientConfig {
     fn default() -> Self {
@@ -109,6 +118,7 @@ impl Default for RestClientConfig {
             max_backoff: Duration::from_secs(2),
             auth_header: None,
             tls: TlsConfig::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -215,39 +225,45 @@ impl FlinkRestClient {
     /// `GET /jobs/{jobid}`: job details with timestamps, vertices (parallelism, max parallelism,
     /// status, IO counters) and the plan. Unknown job: 404.
     pub async fn job_details(&self, job_id: &str) -> Result<JobDetails, RestError> {
-        self.get(&format!("jobs/{job_id}"), &[]).await
+        let job = path_segment("job id", job_id)?;
+        self.get(&format!("jobs/{job}"), &[]).await
     }
 
     /// `GET /jobs/{jobid}/status`: the job state straight from the dispatcher (not from the 3 s
     /// execution-graph cache that serves the job details).
     pub async fn job_status(&self, job_id: &str) -> Result<JobStatusInfo, RestError> {
-        self.get(&format!("jobs/{job_id}/status"), &[]).await
+        let job = path_segment("job id", job_id)?;
+        self.get(&format!("jobs/{job}/status"), &[]).await
     }
 
     /// `GET /jobs/{jobid}/metrics?get=...`: job metrics, values as strings. `numRescales` going up by
     /// one (and `uptime` resetting) is the reliable sign that a requested rescale happened.
     pub async fn job_metrics(&self, job_id: &str, names: &[&str]) -> Result<Vec<MetricValue>, RestError> {
+        let job = path_segment("job id", job_id)?;
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        self.get(&format!("jobs/{job_id}/metrics"), &metrics_query(names, &[]))
+        self.get(&format!("jobs/{job}/metrics"), &metrics_query(names, &[]))
             .await
     }
 
     /// `GET /jobs/{jobid}/plan`: the job graph with edges and ship strategies.
     pub async fn job_plan(&self, job_id: &str) -> Result<JobPlan, RestError> {
-        let response: JobPlanResponse = self.get(&format!("jobs/{job_id}/plan"), &[]).await?;
+        let job = path_segment("job id", job_id)?;
+        let response: JobPlanResponse = self.get(&format!("jobs/{job}/plan"), &[]).await?;
         Ok(response.plan)
     }
 
     /// `GET /jobs/{jobid}/config`: the job's execution config.
     pub async fn job_config(&self, job_id: &str) -> Result<JobConfig, RestError> {
-        self.get(&format!("jobs/{job_id}/config"), &[]).await
+        let job = path_segment("job id", job_id)?;
+        self.get(&format!("jobs/{job}/config"), &[]).await
     }
 
     /// `GET /jobs/{jobid}/jobmanager/config`: the configuration the job runs with, as `{key, value}`.
     pub async fn job_jobmanager_config(&self, job_id: &str) -> Result<Vec<ConfigEntry>, RestError> {
-        self.get(&format!("jobs/{job_id}/jobmanager/config"), &[]).await
+        let job = path_segment("job id", job_id)?;
+        self.get(&format!("jobs/{job}/jobmanager/config"), &[]).await
     }
 
     /// `GET /jobmanager/config`: the cluster configuration.
@@ -259,8 +275,10 @@ impl FlinkRestClient {
     /// subtasks report. Lazily registered metrics (a Kafka source's `pendingRecords`) appear late, so
     /// list again rather than caching forever. An unknown vertex answers an empty list.
     pub async fn vertex_metric_names(&self, job_id: &str, vertex_id: &str) -> Result<Vec<String>, RestError> {
+        let job = path_segment("job id", job_id)?;
+        let vertex = path_segment("vertex id", vertex_id)?;
         let names: Vec<MetricName> = self
-            .get(&format!("jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics"), &[])
+            .get(&format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"), &[])
             .await?;
         Ok(names.into_iter().map(|n| n.id).collect())
     }
@@ -277,11 +295,13 @@ impl FlinkRestClient {
         names: &[&str],
         aggregations: &[Aggregation],
     ) -> Result<Vec<AggregatedMetricValue>, RestError> {
+        let job = path_segment("job id", job_id)?;
+        let vertex = path_segment("vertex id", vertex_id)?;
         if names.is_empty() {
             return Ok(Vec::new());
         }
         let query = metrics_query(names, aggregations);
-        self.get(&format!("jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics"), &query)
+        self.get(&format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"), &query)
             .await
     }
 
@@ -294,12 +314,13 @@ impl FlinkRestClient {
         vertex_id: &str,
         names: &[&str],
     ) -> Result<Vec<MetricValue>, RestError> {
+        let job = path_segment("job id", job_id)?;
+        let vertex = path_segment("vertex id", vertex_id)?;
         if names.is_empty() {
             return Ok(Vec::new());
         }
         let query = metrics_query(names, &[]);
-        self.get(&format!("jobs/{job_id}/vertices/{vertex_id}/metrics"), &query)
-            .await
+        self.get(&format!("jobs/{job}/vertices/{vertex}/metrics"), &query).await
     }
 
     /// `GET /taskmanagers/metrics?get=...[&agg=...]`: the named metrics aggregated over all task
@@ -326,7 +347,8 @@ impl FlinkRestClient {
 
     /// `GET /jobs/{jobid}/resource-requirements` (adaptive scheduler only). Unknown or stopped job: 500.
     pub async fn resource_requirements(&self, job_id: &str) -> Result<JobResourceRequirements, RestError> {
-        self.get(&format!("jobs/{job_id}/resource-requirements"), &[]).await
+        let job = path_segment("job id", job_id)?;
+        self.get(&format!("jobs/{job}/resource-requirements"), &[]).await
     }
 
     /// `PUT /jobs/{jobid}/resource-requirements`. The body must list every vertex of the job. Flink
@@ -338,7 +360,8 @@ impl FlinkRestClient {
         job_id: &str,
         requirements: &JobResourceRequirements,
     ) -> Result<(), RestError> {
-        let path = format!("jobs/{job_id}/resource-requirements");
+        let job = path_segment("job id", job_id)?;
+        let path = format!("jobs/{job}/resource-requirements");
         let body = serde_json::to_vec(requirements)
             .map_err(|e| RestError::Config(format!("resource requirements do not serialize: {e}")))?;
         self.send(Method::PUT, &path, &[], Some(body)).await.map(|_| ())
@@ -405,12 +428,44 @@ impl FlinkRestClient {
         };
         let response = request.send().await.map_err(transport_error)?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(transport_error)?;
+        let limit = self.inner.config.max_response_bytes;
+        let bytes = read_bounded(response, limit).await.map_err(|e| match e {
+            BodyError::TooLarge => RestError::BodyTooLarge {
+                endpoint: endpoint.clone(),
+                limit,
+            },
+            BodyError::Transport(e) => transport_error(e),
+        })?;
         if status.is_success() {
-            return Ok(bytes.to_vec());
+            return Ok(bytes);
         }
         Err(status_error(endpoint, status, &bytes))
     }
+}
+
+/// Why a body could not be read.
+enum BodyError {
+    /// Longer than the limit (or announced so by `Content-Length`).
+    TooLarge,
+    /// The connection failed while reading.
+    Transport(reqwest::Error),
+}
+
+/// The body of `response`, read chunk by chunk and never more than `limit` bytes.
+async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let announced = response.content_length().and_then(|n| usize::try_from(n).ok());
+    if announced.is_some_and(|n| n > limit) {
+        return Err(BodyError::TooLarge);
+    }
+    // Preallocate what is announced, but never more than 1 MiB on the server's word.
+    let mut body = Vec::with_capacity(announced.unwrap_or(0).min(1 << 20));
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+        if chunk.len() > limit.saturating_sub(body.len()) {
+            return Err(BodyError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 fn build_http_client(config: &RestClientConfig) -> Result<reqwest::Client, RestError> {
@@ -445,6 +500,27 @@ fn build_http_client(config: &RestClientConfig) -> Result<reqwest::Client, RestE
     builder
         .build()
         .map_err(|e| RestError::Config(format!("HTTP client: {}", error_chain(&e))))
+}
+
+/// `id` as one URL path segment: every byte outside the unreserved set (`A-Z a-z 0-9 - . _ ~`) is
+/// percent-encoded, so `/`, `?`, `#` and `%` cannot leave the segment; an empty id, `.` and `..`
+/// (which URL resolution would drop or climb with) are refused.
+fn path_segment(kind: &'static str, id: &str) -> Result<String, RestError> {
+    if matches!(id, "" | "." | "..") {
+        return Err(RestError::InvalidId {
+            kind,
+            id: id.to_owned(),
+        });
+    }
+    let mut out = String::with_capacity(id.len());
+    for byte in id.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    Ok(out)
 }
 
 fn endpoint(method: &Method, path: &str) -> String {
@@ -553,6 +629,24 @@ mod tests {
             ..TlsConfig::default()
         };
         assert!(with(insecure, Some(AuthHeader::bearer("t"))).is_ok());
+    }
+
+    #[test]
+    fn ids_stay_one_path_segment() {
+        let segment = |id: &str| path_segment("job id", id).ok();
+        assert_eq!(
+            segment("69d8f5332ed995a1c6cf4baa8d8018bb").as_deref(),
+            Some("69d8f5332ed995a1c6cf4baa8d8018bb")
+        );
+        // '/' = 0x2F, '?' = 0x3F, '=' = 0x3D, '%' = 0x25, ' ' = 0x20
+        assert_eq!(
+            segment("../../jobs/overview?x=").as_deref(),
+            Some("..%2F..%2Fjobs%2Foverview%3Fx%3D")
+        );
+        assert_eq!(segment("a%2e b").as_deref(), Some("a%252e%20b"));
+        assert_eq!(segment(""), None);
+        assert_eq!(segment("."), None);
+        assert_eq!(segment(".."), None);
     }
 
     #[test]

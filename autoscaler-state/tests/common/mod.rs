@@ -79,6 +79,16 @@ fn split_url(url: &str) -> (String, String, String) {
     (format!("{scheme}://{user}"), host.to_owned(), path.to_owned())
 }
 
+/// `None`, with the reason printed: on a laptop a missing server skips its tests. In CI
+/// (`CI=true`) every server must be there, so a missing one fails the test instead.
+fn skip<T>(reason: &str) -> Option<T> {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true but {reason}");
+    }
+    eprintln!("skipping: {reason}");
+    None
+}
+
 impl TestDb {
     /// `None` (with the reason printed) when the backend's server is not configured.
     pub async fn new(kind: Kind) -> Option<TestDb> {
@@ -108,8 +118,9 @@ impl TestDb {
             }
             Kind::Postgres => {
                 let Ok(admin) = std::env::var(POSTGRES_ENV) else {
-                    eprintln!("skipping: {POSTGRES_ENV} is not set (e.g. postgres://postgres@127.0.0.1:5432/test)");
-                    return None;
+                    return skip(&format!(
+                        "{POSTGRES_ENV} is not set (e.g. postgres://postgres@127.0.0.1:5432/test)"
+                    ));
                 };
                 let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
                 sqlx::raw_sql(&format!("CREATE SCHEMA {name}"))
@@ -132,8 +143,9 @@ impl TestDb {
             }
             Kind::MySql => {
                 let Ok(admin) = std::env::var(MYSQL_ENV) else {
-                    eprintln!("skipping: {MYSQL_ENV} is not set (e.g. mysql://root@127.0.0.1:3306/test)");
-                    return None;
+                    return skip(&format!(
+                        "{MYSQL_ENV} is not set (e.g. mysql://root@127.0.0.1:3306/test)"
+                    ));
                 };
                 let mut conn = sqlx::MySqlConnection::connect(&admin).await.unwrap();
                 sqlx::raw_sql(&format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"))
