@@ -9,7 +9,7 @@ use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::realizer::ScalingRealizer;
 use crate::scaling::DecisionOutcome;
-use crate::state::{AutoScalerStateStore, ParallelismOverrides, StateError};
+use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
 use autoscaler_metrics::{ScalingMetric, VertexId};
 use chrono::{DateTime, Utc};
@@ -119,7 +119,11 @@ where
             }
         };
         // The reference re-applies stored overrides every cycle, whatever happened ("self-healing").
-        if let Err(error) = self.apply_parallelism_overrides(ctx, end).await {
+        if let Err(error) = self.apply_parallelism_overrides(ctx, &mut end).await {
+            self.report_error(ctx, &error).await;
+            return result.and(Err(error));
+        }
+        if let Err(error) = self.apply_config_overrides(ctx, end).await {
             self.report_error(ctx, &error).await;
             return result.and(Err(error));
         }
@@ -192,10 +196,12 @@ where
         let options =
             AutoScalerOptions::from_configuration(ctx.configuration()).map_err(|e| cycle_error("options", e))?;
         end.excluded = options.vertex_exclude_ids.clone();
+        end.memory_tuning_enabled = options.memory_tuning_enabled;
         if !options.enabled {
             self.state_store.clear_all(ctx).await.map_err(state_error)?;
             self.state_store.flush(ctx).await.map_err(state_error)?;
             end.overrides = Some(ParallelismOverrides::new());
+            end.config_changes = Some(ConfigChanges::default());
             return Ok(CycleOutcome::Disabled);
         }
         if ctx.job_status() != Some(JobStatus::Running) {
@@ -217,12 +223,14 @@ where
             Stage::InsufficientSamples => {
                 self.persist(ctx, &state, &changes).await?;
                 end.overrides = Some(state.parallelism_overrides);
+                end.config_changes = Some(state.config_changes);
                 self.state_store.flush(ctx).await.map_err(state_error)?;
                 return Ok(CycleOutcome::InsufficientSamples);
             }
             Stage::Failed(error) => {
                 self.persist(ctx, &state, &changes).await?;
                 end.overrides = Some(state.parallelism_overrides);
+                end.config_changes = Some(state.config_changes);
                 return Err(cycle_error("evaluate", error));
             }
             Stage::WindowNotFull { stabilizing, evaluated } => (Some(stabilizing), evaluated),
@@ -236,6 +244,7 @@ where
         if let Some(stabilizing) = stabilizing {
             self.persist(ctx, &state, &changes).await?;
             end.overrides = Some(state.parallelism_overrides);
+            end.config_changes = Some(state.config_changes);
             self.state_store.flush(ctx).await.map_err(state_error)?;
             return Ok(CycleOutcome::WindowNotFull { stabilizing });
         }
@@ -282,8 +291,10 @@ where
                 f64::from(summary.new_parallelism),
             );
         }
+        report_memory_recommendation(ctx, &decision);
         self.persist(ctx, &state, &changes).await?;
         end.overrides = Some(state.parallelism_overrides);
+        end.config_changes = Some(state.config_changes);
         if matches!(decision.outcome, DecisionOutcome::Scale) {
             reporter.increment_counter("scalings");
         } else {
@@ -293,11 +304,29 @@ where
         Ok(CycleOutcome::Decided(decision.outcome))
     }
 
+    /// While `memory.tuning.enabled`, hands the configuration changes (memory tuning's, from the
+    /// last executed scaling) to the realizer, every cycle (the reference's
+    /// `applyConfigOverrides`). They are the cycle's when it loaded the state, else they are read
+    /// from the store.
+    async fn apply_config_overrides(&self, ctx: &Ctx, end: CycleEnd) -> Result<(), AutoscalerError> {
+        if !end.memory_tuning_enabled {
+            return Ok(());
+        }
+        let changes = match end.config_changes {
+            Some(changes) => changes,
+            None => self.state_store.get_config_changes(ctx).await.map_err(state_error)?,
+        };
+        self.realizer
+            .realize_config_overrides(ctx, &changes)
+            .await
+            .map_err(|e| cycle_error("realize", e))
+    }
+
     /// Sends the overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
     /// (the autoscaler wins, except for the cycle's excluded vertices), to the realizer. The
     /// overrides are the cycle's when it loaded the state, else they are read from the store.
-    async fn apply_parallelism_overrides(&self, ctx: &Ctx, end: CycleEnd) -> Result<(), AutoscalerError> {
-        let stored = match end.overrides {
+    async fn apply_parallelism_overrides(&self, ctx: &Ctx, end: &mut CycleEnd) -> Result<(), AutoscalerError> {
+        let stored = match end.overrides.take() {
             Some(overrides) => overrides,
             None => self
                 .state_store
@@ -329,6 +358,10 @@ struct CycleEnd {
     overrides: Option<ParallelismOverrides>,
     /// The vertices excluded from scaling this cycle.
     excluded: Vec<String>,
+    /// The configuration changes after the cycle, if it loaded the state.
+    config_changes: Option<ConfigChanges>,
+    /// `memory.tuning.enabled` (false when the options do not parse).
+    memory_tuning_enabled: bool,
 }
 
 /// Parses the user's `vertex:parallelism,...` map, skipping malformed entries.
@@ -341,6 +374,15 @@ fn user_overrides(value: Option<&str>) -> ParallelismOverrides {
             Some((VertexId::new(k.trim()), v.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// One gauge per size memory tuning recommended ([`MemoryRecommendation::gauges`](crate::tuning::MemoryRecommendation::gauges)).
+fn report_memory_recommendation<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, decision: &crate::scaling::Decision) {
+    if let Some(Ok(recommendation)) = decision.memory_tuning.as_ref().map(|t| &t.outcome) {
+        for (name, bytes) in recommendation.gauges() {
+            ctx.metrics_reporter().set_gauge(&name, bytes);
+        }
+    }
 }
 
 fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autoscaler_metrics::EvaluatedMetrics) {
