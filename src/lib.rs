@@ -11,6 +11,7 @@ pub mod explain;
 pub mod recording;
 pub mod replay;
 pub mod sim;
+pub mod status;
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

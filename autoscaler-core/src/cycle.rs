@@ -108,8 +108,9 @@ impl Observation {
     }
 }
 
-/// `options` with `unmeasured` added to `vertex.exclude.ids` (borrowed when there is nothing to add).
-fn with_exclusions<'o>(options: &'o AutoScalerOptions, unmeasured: &[VertexId]) -> Cow<'o, AutoScalerOptions> {
+/// `options` with `unmeasured` added to `vertex.exclude.ids` (borrowed when there is nothing to add):
+/// the options the decision of a cycle reads.
+pub fn effective_options<'o>(options: &'o AutoScalerOptions, unmeasured: &[VertexId]) -> Cow<'o, AutoScalerOptions> {
     let missing: Vec<&VertexId> = unmeasured
         .iter()
         .filter(|id| !options.vertex_exclude_ids.iter().any(|e| e == id.as_str()))
@@ -330,7 +331,7 @@ pub fn conclude(
         mut history,
         restart_time,
     } = scaling;
-    let options = with_exclusions(facts.options, facts.unmeasured);
+    let options = effective_options(facts.options, facts.unmeasured);
     let options = options.as_ref();
     let input = DecisionInput {
         now: facts.now,
@@ -610,11 +611,11 @@ mod tests {
         );
         assert_eq!(o.unmeasured, [VertexId::new("sink")]);
         assert_eq!(o.excluded_vertices(&options), ["sink"]);
-        let effective = with_exclusions(&options, &o.unmeasured);
+        let effective = effective_options(&options, &o.unmeasured);
         assert_eq!(effective.vertex_exclude_ids, ["sink"]);
         // Already listed: the options are borrowed as they are.
         let listed = self::options(&[("job.autoscaler.vertex.exclude.ids", "sink")]);
-        assert!(matches!(with_exclusions(&listed, &o.unmeasured), Cow::Borrowed(_)));
+        assert!(matches!(effective_options(&listed, &o.unmeasured), Cow::Borrowed(_)));
 
         // Scaling metrics (a platform's own, or recorded) are used as they are.
         let mut nan_load = snapshot(10);

@@ -8,10 +8,11 @@ use crate::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
 use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::realizer::ScalingRealizer;
+use crate::record::{DecisionRecord, JobOutcome, RecordInput};
 use crate::scaling::DecisionOutcome;
 use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId};
+use autoscaler_metrics::{ScalingMetric, VertexId, true_processing_rate_estimates};
 use chrono::{DateTime, Utc};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -211,7 +212,20 @@ where
 
         let collected = match self.collector.collect(ctx, &options, now).await {
             Ok(c) => c,
-            Err(CollectError::NotReady(reason)) => return Ok(CycleOutcome::NotReady(reason)),
+            Err(CollectError::NotReady(reason)) => {
+                let record = DecisionRecord::undecided(
+                    now,
+                    None,
+                    None,
+                    None,
+                    &options,
+                    options.restart_time,
+                    JobOutcome::NotReady,
+                    &format!("metrics_not_ready: {reason}"),
+                );
+                self.event_handler.handle_decision_record(ctx, &record).await;
+                return Ok(CycleOutcome::NotReady(reason));
+            }
             Err(e) => return Err(cycle_error("collect", e)),
         };
         let mut state = self.load_state(ctx).await?;
@@ -225,6 +239,17 @@ where
                 end.overrides = Some(state.parallelism_overrides);
                 end.config_changes = Some(state.config_changes);
                 self.state_store.flush(ctx).await.map_err(state_error)?;
+                let record = DecisionRecord::undecided(
+                    now,
+                    None,
+                    Some(&observation.topology),
+                    None,
+                    &options,
+                    assessment.scaling.restart_time,
+                    JobOutcome::NotReady,
+                    "insufficient_samples",
+                );
+                self.event_handler.handle_decision_record(ctx, &record).await;
                 return Ok(CycleOutcome::InsufficientSamples);
             }
             Stage::Failed(error) => {
@@ -246,6 +271,17 @@ where
             end.overrides = Some(state.parallelism_overrides);
             end.config_changes = Some(state.config_changes);
             self.state_store.flush(ctx).await.map_err(state_error)?;
+            let record = DecisionRecord::undecided(
+                now,
+                None,
+                Some(&observation.topology),
+                Some(&evaluated),
+                &options,
+                assessment.scaling.restart_time,
+                JobOutcome::NotReady,
+                if stabilizing { "stabilizing" } else { "window_not_full" },
+            );
+            self.event_handler.handle_decision_record(ctx, &record).await;
             return Ok(CycleOutcome::WindowNotFull { stabilizing });
         }
 
@@ -258,7 +294,29 @@ where
             task_manager_cpu: ctx.task_manager_cpu(),
             task_manager_memory: ctx.task_manager_memory(),
         };
+        let restart_time = assessment.scaling.restart_time;
         let decision = cycle::conclude(&mut state, &mut changes, assessment.scaling, &facts);
+        // The decision explained, for the handler (beside the reference's events, which stay as they are).
+        let record_options = cycle::effective_options(&options, &observation.unmeasured);
+        let tpr = true_processing_rate_estimates(
+            &observation.topology,
+            &state.metric_history,
+            &options.evaluation_config(restart_time),
+        );
+        let mut record = DecisionRecord::decided(&RecordInput {
+            at: now,
+            job: None,
+            topology: &observation.topology,
+            evaluated: &evaluated,
+            decision: &decision,
+            options: &record_options,
+            restart_time,
+            tpr: &tpr,
+        });
+        if let Some(explanation) = autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history)
+        {
+            record.set_explanation(&observation.topology, &explanation);
+        }
         for event in &decision.events {
             match &event.report_header {
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
@@ -301,6 +359,7 @@ where
             reporter.increment_counter("balanced");
         }
         self.state_store.flush(ctx).await.map_err(state_error)?;
+        self.event_handler.handle_decision_record(ctx, &record).await;
         Ok(CycleOutcome::Decided(decision.outcome))
     }
 

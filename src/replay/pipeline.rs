@@ -205,9 +205,16 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
         // The context's value (§3.1): the scenario's, else the configured process size.
         task_manager_memory: s.job.taskmanager_memory.or(options.task_manager_process_memory),
     };
+    let restart_time = scaling.restart_time;
     let decision = cycle::conclude(&mut state, &mut changes, scaling, &facts);
     events.extend(decision.events.iter().map(event_json));
     result.insert("decision".into(), decision_json(&s.topology, &decision));
+    // The evaluation window, for the decision record's estimates and root cause.
+    let window = matches!(s.input, ScenarioInput::Metrics(_)).then_some(&state.metric_history);
+    result.insert(
+        "record".into(),
+        super::record::decision_record(s, &evaluated, &decision, &options, restart_time, window),
+    );
     // §4.6: what memory tuning returned, `null` when the decision did not reach it.
     if let Some(tuning) = &decision.memory_tuning {
         result.insert("config_changes".into(), output::config_changes(&tuning.changes));
@@ -218,6 +225,7 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
 fn finish(mut result: Map<String, Value>, delayed: &DelayedScaleDown, events: Vec<Value>) -> Value {
     result.insert("delayed_scale_down".into(), output::delayed_scale_down(delayed));
     result.entry("config_changes").or_insert(Value::Null);
+    result.entry("record").or_insert(Value::Null);
     result.insert("events".into(), Value::Array(events));
     Value::Object(result)
 }
