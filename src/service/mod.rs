@@ -99,10 +99,10 @@ impl MetricsCollector<String, Ctx> for ObservedCollector {
     async fn collect(
         &self,
         ctx: &Ctx,
-        history: &MetricHistory,
+        options: &autoscaler_core::AutoScalerOptions,
         now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
-        let collected = self.inner.collect(ctx, history, now).await?;
+        let collected = self.inner.collect(ctx, options, now).await?;
         if let Some(series) = self.metrics.get(&ctx.labels.job_key) {
             series.set_topology(&collected.topology);
         }
