@@ -11,6 +11,8 @@
 #    JOB_ID, BOTTLENECK_ID, SOURCE_ID. Once the bottleneck's parallelism has gone up, the command
 #    may keep running for --settle seconds more, then gets SIGTERM (the autoscaler is a daemon);
 #    a command that exits by itself (e.g. the placeholder) is fine as long as it exits 0;
+#    With --root-cause-check BIN, first `BIN bottleneck` classifies the job from its collected
+#    metrics and must name the bottleneck vertex as the only bottleneck, held back: the source;
 # 4. assert from Flink's own REST view: job RUNNING, every vertex RUNNING, bottleneck parallelism
 #    above its initial value, source backpressure below --max-backpressure-after (ms/s) and below
 #    half of the baseline;
@@ -31,6 +33,10 @@
 #                              autoscaler finishing its cycle in flight); default: only reported
 #   --job-arg ARG              extra argument for the job (repeatable), e.g. --job-arg --checkpoint-interval-ms --job-arg 0
 #   --placeholder              COMMAND = `e2e/flink.sh rescale @JOB_ID@ bottleneck=4`
+#   --root-cause-check BIN     before COMMAND, `BIN bottleneck --flink-url ... --job ...` (the
+#                              flink-autoscaler binary) must name the bottleneck vertex as the root
+#                              cause and the source as its backpressured victim; after the rescale
+#                              its verdict is printed (not asserted)
 # Environment: FLINK_E2E_CACHE, FLINK_E2E_PORT (default: first free even port from 18081), see flink.sh;
 # E2E_OUT. Several runs may go at once (setup and start take turns via a lock in the cache dir).
 set -euo pipefail
@@ -49,6 +55,7 @@ MAX_BP_AFTER=200
 JOB_ARGS=()
 CMD=()
 REQUIRE_CLEAN_SHUTDOWN=0
+ROOT_CAUSE_BIN=""
 
 say() { echo "e2e: $*" >&2; }
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
@@ -63,6 +70,7 @@ while (($#)); do
         --job-arg) JOB_ARGS+=("$2"); shift 2 ;;
         --require-clean-shutdown) REQUIRE_CLEAN_SHUTDOWN=1; shift ;;
         --placeholder) CMD=("$FLINK_SH" rescale @JOB_ID@ bottleneck=4); shift ;;
+        --root-cause-check) ROOT_CAUSE_BIN="$2"; shift 2 ;;
         --) shift; CMD=("$@"); break ;;
         -h|--help) usage; exit 0 ;;
         -*) fail "unknown option $1 (see --help)" ;;
@@ -159,6 +167,29 @@ done
 BP_BEFORE="$bp"
 say "bottleneck visible after $(( $(now_s) - t )) s: bottleneck p=$P0 busy=$busy ms/s, source backpressured=$bp ms/s"
 
+# 2b. The root cause, from the autoscaler's own collection of the job's metrics.
+root_cause() { "$ROOT_CAUSE_BIN" bottleneck --flink-url "$FLINK_URL" --job "$JOB_ID" --samples 3 --interval "5 s"; }
+if [[ -n "$ROOT_CAUSE_BIN" ]]; then
+    t=$(now_s)
+    verdict="$(root_cause 2>"$OUT/root-cause.log")" || { cat "$OUT/root-cause.log" >&2; fail "root-cause check could not run"; }
+    echo "$verdict" >"$OUT/root-cause-before.json"
+    check="$(echo "$verdict" | python3 -c '
+import json, sys
+d = json.loads(sys.stdin.readline())
+e = d["explanation"] or {}
+b, s = sys.argv[1], sys.argv[2]
+v = e.get("vertices", {})
+problems = []
+if e.get("bottlenecks") != [b]:
+    problems.append("bottlenecks %s, expected [%s]" % (e.get("bottlenecks"), b))
+if v.get(s) != {"role": "backpressured", "bottleneck": b}:
+    problems.append("source %s, expected backpressured by %s" % (v.get(s), b))
+print("; ".join(problems) if problems else "ok: " + str(d["summary"]))
+' "$BOTTLENECK_ID" "$SOURCE_ID")"
+    [[ "$check" == ok:* ]] || fail "root cause: $check (verdict: $verdict)"
+    say "root cause in $(( $(now_s) - t )) s: ${check#ok: }"
+fi
+
 # 3. Run the command.
 export FLINK_URL JOB_ID BOTTLENECK_ID SOURCE_ID
 ARGS=()
@@ -217,6 +248,12 @@ if [[ -z "$cmd_rc" ]] && kill -0 "$CMD_PID" 2>/dev/null; then
     fi
 fi
 CMD_PID=""
+
+if [[ -n "$ROOT_CAUSE_BIN" ]]; then
+    after="$(root_cause 2>>"$OUT/root-cause.log" || true)"
+    echo "$after" >"$OUT/root-cause-after.json"
+    say "root cause after the rescale: $(echo "$after" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["summary"])' 2>/dev/null || echo unavailable)"
+fi
 
 # 4. Flink's own view.
 details="$(rest "$FLINK_URL/jobs/$JOB_ID")"

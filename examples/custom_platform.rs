@@ -6,20 +6,27 @@
 //! ```
 //!
 //! Four traits connect it: [`JobListFetcher`] (which pipelines exist), [`MetricsCollector`] (their
-//! stages as a topology plus scaling metrics), [`ScalingRealizer`] (set replicas) and
-//! [`AutoScalerEventHandler`] (where reports go). Acme's API is faked here on top of the simulator.
+//! stages as a topology plus scaling metrics), [`ScalingRealizer`] (set replicas, and apply memory
+//! tuning's TaskManager configuration) and [`AutoScalerEventHandler`] (where reports go). Acme's
+//! API is faked here on top of the simulator.
+//!
+//! Memory tuning is on (`job.autoscaler.memory.tuning.enabled`): Acme reports its workers' heap and
+//! metaspace use, the autoscaler recommends a TaskManager configuration with each rescale, and
+//! Acme's realizer rolls it out (`realize_config_overrides`), which the Flink rescale API of the
+//! `run` binary cannot do.
 
 use flink_autoscaler::core::job_autoscaler::JobAutoScalerImpl;
 use flink_autoscaler::core::{
-    AutoScalerEventHandler, BasicJobContext, CollectError, CollectedJobMetrics, Configuration, EventType, FetchError,
-    JobAutoScaler, JobListFetcher, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
+    AutoScalerEventHandler, BasicJobContext, CollectError, CollectedJobMetrics, ConfigChanges, Configuration,
+    EventType, FetchError, JobAutoScaler, JobListFetcher, MetricsCollector, ParallelismOverrides, RealizeError,
+    ScalingRealizer, async_trait,
 };
 use flink_autoscaler::metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric};
 use flink_autoscaler::sim::adapters::sim_instant;
 use flink_autoscaler::sim::harness::example_configuration;
 use flink_autoscaler::sim::{SimHandle, Simulator, workloads};
 use flink_autoscaler::state::InMemoryStateStore;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Acme's view of a stage: replicas, busy fraction of the busiest replica, record counters.
@@ -32,9 +39,10 @@ struct StageStats {
     backlog: Option<f64>,
 }
 
-/// Acme's API client (faked: it reads and drives a simulated job).
+/// Acme's API client (faked: it reads and drives a simulated job). The configuration is what
+/// Acme's workers run with (the TaskManager memory options among it).
 #[derive(Clone)]
-struct AcmeApi(SimHandle);
+struct AcmeApi(SimHandle, Arc<Mutex<Configuration>>);
 
 impl AcmeApi {
     fn stage_stats(&self) -> Vec<StageStats> {
@@ -56,7 +64,22 @@ impl AcmeApi {
     fn set_replicas(&self, stage: &str, replicas: u32) {
         self.0.lock().set_requirement(stage, replicas);
     }
+    fn worker_configuration(&self) -> Configuration {
+        self.1.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+    /// Rolls out a new worker configuration; returns whether it changed.
+    fn set_worker_configuration(&self, conf: Configuration) -> bool {
+        let Ok(mut current) = self.1.lock() else { return false };
+        let changed = *current != conf;
+        *current = conf;
+        changed
+    }
 }
+
+/// What Acme's workers report about their memory: a 600 MiB heap and 90 MiB of metaspace in use,
+/// no managed memory (no RocksDB).
+const HEAP_USED: f64 = 600.0 * 1_048_576.0;
+const METASPACE_USED: f64 = 90.0 * 1_048_576.0;
 
 type AcmeContext = BasicJobContext<String, AcmeApi>;
 
@@ -99,6 +122,16 @@ impl MetricsCollector<String, AcmeContext> for AcmeMetrics {
             }
             metrics.vertex_metrics.insert(s.stage.as_str().into(), values);
         }
+        let replicas = ctx.client.stage_stats().iter().map(|s| s.replicas).max().unwrap_or(1);
+        for (metric, value) in [
+            (ScalingMetric::HeapMemoryUsed, HEAP_USED),
+            (ScalingMetric::MetaspaceMemoryUsed, METASPACE_USED),
+            (ScalingMetric::ManagedMemoryUsed, 0.0),
+            // Acme shares slots like Flink: a worker slot runs one replica of every stage.
+            (ScalingMetric::NumTaskSlotsUsed, f64::from(replicas)),
+        ] {
+            metrics.global_metrics.insert(metric, value);
+        }
         Ok(CollectedJobMetrics {
             topology,
             job_running_since: running_since,
@@ -122,6 +155,26 @@ impl ScalingRealizer<String, AcmeContext> for AcmeReplicas {
         }
         Ok(())
     }
+
+    /// Memory tuning's changes, handed over every cycle while tuning is enabled: Acme applies
+    /// them to the pipeline's own configuration (removals, then overrides) and rolls the workers
+    /// when that changes anything.
+    async fn realize_config_overrides(&self, ctx: &AcmeContext, changes: &ConfigChanges) -> Result<(), RealizeError> {
+        let tuned = changes.applied_to(&ctx.configuration);
+        let memory = |c: &Configuration, key: &str| c.get(key).unwrap_or("(default)").to_owned();
+        let before = ctx.client.worker_configuration();
+        if ctx.client.set_worker_configuration(tuned.clone()) {
+            println!(
+                "        Acme rolls the workers: process memory {} -> {}, metaspace {} -> {}, network {}",
+                memory(&before, "taskmanager.memory.process.size"),
+                memory(&tuned, "taskmanager.memory.process.size"),
+                memory(&before, "taskmanager.memory.jvm-metaspace.size"),
+                memory(&tuned, "taskmanager.memory.jvm-metaspace.size"),
+                memory(&tuned, "taskmanager.memory.network.max"),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// 4. Reports go to Acme's activity feed (stdout here).
@@ -139,13 +192,21 @@ impl AutoScalerEventHandler<String, AcmeContext> for AcmeFeed {
         _: Option<Duration>,
     ) {
         let at = ctx.client.0.lock().now().as_secs();
+        // The recommendation lists one override per line.
+        let msg = msg.replace('\n', "\n        ");
         println!("[{:02}:{:02}] {t} {reason}: {msg}", at / 60, at % 60);
     }
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let api = AcmeApi(SimHandle::new(Simulator::new(workloads::quickstart())?));
+    let mut conf = example_configuration();
+    conf.set("job.autoscaler.memory.tuning.enabled", "true");
+    conf.set("taskmanager.memory.process.size", "4 gb");
+    let api = AcmeApi(
+        SimHandle::new(Simulator::new(workloads::quickstart())?),
+        Arc::new(Mutex::new(conf.clone())),
+    );
     let autoscaler = JobAutoScalerImpl::new(
         Arc::new(AcmeMetrics),
         Arc::new(InMemoryStateStore::new()),
@@ -156,7 +217,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pipelines = AcmePipelines(api.clone());
     for _ in 0..(20 * 6) {
         api.0.advance(Duration::from_secs(10)); // one control-loop tick of simulated time
-        for ctx in pipelines.fetch(&example_configuration()).await? {
+        for ctx in pipelines.fetch(&conf).await? {
             autoscaler.scale(&ctx).await?;
         }
     }
@@ -168,5 +229,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             s.busiest_replica_busy * 100.0
         );
     }
+    let workers = api.worker_configuration();
+    println!(
+        "workers run with taskmanager.memory.process.size = {}",
+        workers.get("taskmanager.memory.process.size").unwrap_or("-")
+    );
     Ok(())
 }

@@ -1,6 +1,8 @@
-//! The `flink-autoscaler` binary: `replay` (what-if on recorded metrics) and `run` (the standalone
-//! autoscaler against a Flink cluster).
+//! The `flink-autoscaler` binary: `replay` (what-if on recorded metrics), `run` (the standalone
+//! autoscaler against a Flink cluster) and `bottleneck` (the root cause of a running job's
+//! backpressure).
 
+mod bottleneck;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +29,8 @@ enum Command {
     },
     /// Run the standalone autoscaler against a Flink cluster (adaptive scheduler, rescale API).
     Run(run::RunArgs),
+    /// Name the vertex holding a running job back (root cause of backpressure); scales nothing.
+    Bottleneck(bottleneck::BottleneckArgs),
 }
 
 /// Largest scenario read (the reference's 1000-vertex benchmark scenario is 9 MB).
@@ -90,6 +94,23 @@ fn run_replay(source: &str) -> ExitCode {
     }
 }
 
+fn run_bottleneck(args: bottleneck::BottleneckArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flink-autoscaler: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(bottleneck::bottleneck(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flink-autoscaler: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn run_standalone(args: run::RunArgs) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -134,6 +155,7 @@ fn main() -> ExitCode {
     let code = std::panic::catch_unwind(|| match cli.command {
         Command::Replay { scenario } => run_replay(&scenario),
         Command::Run(args) => run_standalone(args),
+        Command::Bottleneck(args) => run_bottleneck(args),
     });
     code.unwrap_or(ExitCode::from(3))
 }

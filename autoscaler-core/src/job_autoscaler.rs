@@ -121,6 +121,10 @@ where
             self.report_error(ctx, &error).await;
             return result.and(Err(error));
         }
+        if let Err(error) = self.apply_config_overrides(ctx).await {
+            self.report_error(ctx, &error).await;
+            return result.and(Err(error));
+        }
         result
     }
 
@@ -283,6 +287,7 @@ where
                 f64::from(summary.new_parallelism),
             );
         }
+        report_memory_recommendation(ctx, &decision);
         if matches!(decision.outcome, DecisionOutcome::Scale) {
             let mut full_history = self.state_store.get_scaling_history(ctx).await.map_err(state_error)?;
             full_history.retain(|id, _| topology.get(id.as_str()).is_some());
@@ -310,7 +315,7 @@ where
                 .await
                 .map_err(state_error)?;
             self.state_store
-                .store_config_changes(ctx, &ConfigChanges::default())
+                .store_config_changes(ctx, &decision_config_changes(&decision))
                 .await
                 .map_err(state_error)?;
             self.state_store
@@ -329,6 +334,21 @@ where
         }
         self.state_store.flush(ctx).await.map_err(state_error)?;
         Ok(CycleOutcome::Decided(decision.outcome))
+    }
+
+    /// While `memory.tuning.enabled`, hands the stored configuration changes (memory tuning's, from
+    /// the last executed scaling) to the realizer, every cycle (the reference's
+    /// `applyConfigOverrides`).
+    async fn apply_config_overrides(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
+        let enabled = AutoScalerOptions::from_configuration(ctx.configuration()).is_ok_and(|o| o.memory_tuning_enabled);
+        if !enabled {
+            return Ok(());
+        }
+        let changes = self.state_store.get_config_changes(ctx).await.map_err(state_error)?;
+        self.realizer
+            .realize_config_overrides(ctx, &changes)
+            .await
+            .map_err(|e| cycle_error("realize", e))
     }
 
     /// Sends the stored overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
@@ -369,6 +389,25 @@ fn user_overrides(value: Option<&str>) -> ParallelismOverrides {
             Some((VertexId::new(k.trim()), v.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// The configuration changes stored with an executed scaling: memory tuning's (empty when tuning
+/// is disabled, which undoes earlier tuning).
+fn decision_config_changes(decision: &crate::scaling::Decision) -> ConfigChanges {
+    decision
+        .memory_tuning
+        .as_ref()
+        .map(|t| t.changes.clone())
+        .unwrap_or_default()
+}
+
+/// One gauge per size memory tuning recommended ([`MemoryRecommendation::gauges`](crate::tuning::MemoryRecommendation::gauges)).
+fn report_memory_recommendation<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, decision: &crate::scaling::Decision) {
+    if let Some(Ok(recommendation)) = decision.memory_tuning.as_ref().map(|t| &t.outcome) {
+        for (name, bytes) in recommendation.gauges() {
+            ctx.metrics_reporter().set_gauge(&name, bytes);
+        }
+    }
 }
 
 fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autoscaler_metrics::EvaluatedMetrics) {

@@ -17,7 +17,7 @@ mod output;
 mod pipeline;
 mod scenario;
 
-pub use output::RESULT_FORMAT;
+pub use output::{RESULT_FORMAT, explanation_json};
 pub use pipeline::replay;
 pub(crate) use scenario::parse_topology;
 pub use scenario::{JobInfo, SCENARIO_FORMAT, Scenario, ScenarioError, ScenarioInput, parse_scenario};

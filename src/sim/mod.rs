@@ -9,8 +9,11 @@
 //!   [`SimScalingRealizer`], [`SimJobListFetcher`]) and a simulated [`SimClock`].
 //! - [`harness`]: runs `JobAutoScalerImpl` on a simulator cycle by cycle and measures convergence.
 //! - [`workloads`]: the job shapes of the examples and the convergence benchmark.
+//! - [`bottleneck`]: the true bottleneck of a simulated job, by experiment, and the root-cause
+//!   rule's verdict on it (precision and recall of the rule).
 
 pub mod adapters;
+pub mod bottleneck;
 pub mod engine;
 pub mod harness;
 pub mod job;

@@ -28,6 +28,16 @@
 //! every cycle while tuning is enabled. The quota check then uses the tuned process size
 //! ([`tuned_task_manager_memory`]).
 //!
+//! **Where the reference would fail, tuning skips or clamps instead:** a memory configuration that
+//! Flink rejects with an `IllegalArgumentException` (e.g. a process size smaller than total Flink
+//! memory plus metaspace) is treated like an `IllegalConfigurationException`: no spec. A missing
+//! `NUM_TASK_SLOTS_USED` counts as 0 slots (the reference throws a `NullPointerException`); a
+//! vertex without evaluated metrics counts at its topology parallelism; a negative usage or budget
+//! request counts as 0 (the reference's preconditions throw); an all-empty Flink memory, whose
+//! managed fraction is 0/0, ends tuning without a recommendation ([`TuningSkipped::EmptyFlinkMemory`];
+//! the reference throws a `NumberFormatException`). The event's lines end with `\n` (the reference
+//! uses the platform's line separator).
+//!
 //! ```
 //! use autoscaler_core::tuning::{TuningInput, tune_task_manager_memory};
 //! use autoscaler_core::{AutoScalerOptions, Configuration, ScalingSummary};

@@ -1,0 +1,93 @@
+//! `flink-autoscaler bottleneck`: the root cause of a running job's backpressure, right now.
+//!
+//! Collects a few metric snapshots of the job(s) over Flink's REST API with the autoscaler's own
+//! collector, then classifies every vertex with `autoscaler_metrics::root_cause` over those samples
+//! and prints one JSON object per job: `{"job_id", "job_name", "summary", "explanation"}` with the
+//! explanation in the replay result's shape. Nothing is scaled.
+
+use anyhow::{Context, Result, bail};
+use autoscaler_core::{BasicJobContext, Configuration, JobListFetcher, JobStatus, MetricsCollector};
+use autoscaler_metrics::MetricHistory;
+use autoscaler_metrics::root_cause;
+use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig, RestMetricsCollector};
+use clap::Args;
+use std::time::Duration;
+
+/// Arguments of `bottleneck`.
+#[derive(Args, Debug)]
+pub struct BottleneckArgs {
+    /// Flink REST URL, e.g. http://127.0.0.1:8081.
+    #[arg(long)]
+    pub flink_url: String,
+    /// Only this job id (default: every RUNNING job).
+    #[arg(long)]
+    pub job: Option<String>,
+    /// Number of snapshots to average over (at least 1).
+    #[arg(long, default_value_t = 3)]
+    pub samples: u32,
+    /// Time between snapshots, e.g. "5 s".
+    #[arg(long, default_value = "5 s")]
+    pub interval: String,
+}
+
+/// Collects and classifies; prints one JSON line per job.
+pub async fn bottleneck(args: BottleneckArgs) -> Result<()> {
+    let interval = autoscaler_core::duration::parse_duration(&args.interval)
+        .map_err(|e| anyhow::anyhow!("--interval {:?}: {e}", args.interval))?;
+    if args.samples == 0 || args.samples > 100 {
+        bail!("--samples must be between 1 and 100, got {}", args.samples);
+    }
+    let client = FlinkRestClient::new(
+        &args.flink_url,
+        RestClientConfig {
+            timeout: Duration::from_secs(10),
+            ..RestClientConfig::default()
+        },
+    )
+    .with_context(|| format!("--flink-url {}", args.flink_url))?;
+    // No stabilization wait: the caller decides when the job is worth looking at.
+    let base = Configuration::from_iter([("job.autoscaler.stabilization.interval", "0 s")]);
+    let jobs: Vec<BasicJobContext<String, FlinkRestClient>> = FlinkClusterJobListFetcher::new(client)
+        .fetch(&base)
+        .await
+        .context("listing the jobs")?
+        .into_iter()
+        .filter(|c| c.job_status == Some(JobStatus::Running))
+        .filter(|c| args.job.as_deref().is_none_or(|id| c.job_id.as_deref() == Some(id)))
+        .collect();
+    if jobs.is_empty() {
+        bail!(
+            "no RUNNING job{}",
+            args.job.map(|j| format!(" with id {j}")).unwrap_or_default()
+        );
+    }
+    let collector = RestMetricsCollector::<String>::new();
+    for ctx in &jobs {
+        let mut history = MetricHistory::new();
+        let mut topology = None;
+        for i in 0..args.samples {
+            if i > 0 {
+                tokio::time::sleep(interval).await;
+            }
+            let now = chrono::Utc::now();
+            let collected = collector
+                .collect(ctx, &history, now)
+                .await
+                .with_context(|| format!("collecting the metrics of job {}", ctx.job_key))?;
+            history.insert(now, collected.metrics);
+            topology = Some(collected.topology);
+        }
+        let Some(topology) = topology else { continue };
+        let explanation = root_cause::explain(&topology, &history);
+        let line = serde_json::json!({
+            "job_id": ctx.job_id,
+            "job_name": ctx.job_key,
+            "summary": explanation.as_ref().map(|e| e.summary(&topology)),
+            "explanation": explanation
+                .as_ref()
+                .map(|e| flink_autoscaler::replay::explanation_json(e, &topology)),
+        });
+        println!("{line}");
+    }
+    Ok(())
+}
