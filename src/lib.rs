@@ -12,6 +12,7 @@ pub mod fuzzing;
 pub mod recording;
 pub mod replay;
 pub mod sim;
+pub mod status;
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -1,8 +1,9 @@
 //! The `flink-autoscaler` binary: `replay` (what-if on recorded metrics), `run` (the standalone
-//! autoscaler against a Flink cluster) and `bottleneck` (the root cause of a running job's
-//! backpressure).
+//! autoscaler against a Flink cluster), `bottleneck` (the root cause of a running job's
+//! backpressure) and `explain` (a decision in words).
 
 mod bottleneck;
+mod cli_record;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,12 @@ enum Command {
     Replay {
         /// Scenario file, or `-` for standard input.
         scenario: String,
+    },
+    /// Explain a decision in words: a replay result, a recording replay's JSON, a decision record,
+    /// or a running service's `http://127.0.0.1:PORT/jobs/KEY`.
+    Explain {
+        /// File, `-` for standard input, or a loopback `http://` URL.
+        source: String,
     },
     /// Run the standalone autoscaler against a Flink cluster (adaptive scheduler, rescale API).
     Run(run::RunArgs),
@@ -154,6 +161,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = std::panic::catch_unwind(|| match cli.command {
         Command::Replay { scenario } => run_replay(&scenario),
+        Command::Explain { source } => cli_record::explain(&source),
         Command::Run(args) => run_standalone(args),
         Command::Bottleneck(args) => run_bottleneck(args),
     });

@@ -11,6 +11,8 @@ use autoscaler_realizer::{
     CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
     RestClientConfig, RestMetricsCollector,
 };
+use flink_autoscaler::recording::{DecisionPublisher, Recorder, RecorderOptions, RecordingCollector};
+use flink_autoscaler::status::DecisionBoard;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -41,6 +43,20 @@ pub struct RunArgs {
     /// Stop after this long (Flink duration syntax); default: run until SIGTERM / ctrl-c.
     #[arg(long)]
     pub run_for: Option<String>,
+    /// Record every job's cycles (configuration, topology, collections, decisions) as JSON lines
+    /// into this directory, one `<job>.jsonl` per job (see docs/recording.md).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Rotate a recording before it grows past this many bytes (default 64 MiB, at least 4096).
+    #[arg(long, requires = "record", value_parser = clap::value_parser!(u64).range(4096..))]
+    pub record_max_bytes: Option<u64>,
+    /// Rotated recordings kept per job (default 4).
+    #[arg(long, requires = "record")]
+    pub record_keep: Option<u32>,
+    /// Serve the job status endpoints (`/jobs`, `/jobs/{key}`: the latest decision record of each
+    /// job) on this address, e.g. `127.0.0.1:9250`.
+    #[arg(long)]
+    pub status_addr: Option<std::net::SocketAddr>,
     /// How long the scales in flight may take to finish after SIGTERM / ctrl-c before they are
     /// cancelled (Flink duration syntax); a second signal cancels them at once.
     #[arg(long, default_value = "30 s")]
@@ -200,8 +216,47 @@ pub async fn run(args: RunArgs) -> Result<()> {
         .await
         .with_context(|| format!("--state {}", args.state))?;
     let store: Arc<dyn AutoScalerStateStore<String, Ctx>> = Arc::new(store);
-    let events: Arc<dyn AutoScalerEventHandler<String, Ctx>> = Arc::new(LoggingEventHandler);
+    let recorder = match &args.record {
+        Some(dir) => {
+            let defaults = RecorderOptions::default();
+            let options = RecorderOptions {
+                max_file_bytes: args.record_max_bytes.unwrap_or(defaults.max_file_bytes),
+                keep_rotated: args.record_keep.unwrap_or(defaults.keep_rotated),
+            };
+            let recorder = Recorder::new(dir, options).with_context(|| format!("--record {}", dir.display()))?;
+            tracing::info!(dir = %dir.display(), "recording every job's cycles");
+            Some(Arc::new(recorder))
+        }
+        None => None,
+    };
+    let board = Arc::new(DecisionBoard::new());
+    let events: Arc<dyn AutoScalerEventHandler<String, Ctx>> = Arc::new(DecisionPublisher::new(
+        Arc::new(LoggingEventHandler),
+        Some(board.clone()),
+        recorder.clone(),
+    ));
     let collector: Arc<dyn MetricsCollector<String, Ctx>> = Arc::new(RestMetricsCollector::<String>::new());
+    let collector: Arc<dyn MetricsCollector<String, Ctx>> = match &recorder {
+        Some(recorder) => Arc::new(RecordingCollector::new(collector, recorder.clone())),
+        None => collector,
+    };
+    let (stop_status, status_stopped) = tokio::sync::oneshot::channel::<()>();
+    let status_server = match args.status_addr {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--status-addr {addr}"))?;
+            tracing::info!(%addr, "job status on /jobs and /jobs/{{key}}");
+            Some(tokio::spawn(flink_autoscaler::status::serve(
+                listener,
+                board.clone(),
+                async {
+                    let _ = status_stopped.await;
+                },
+            )))
+        }
+        None => None,
+    };
     let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = if args.dry_run {
         Arc::new(LogOnlyRealizer)
     } else {
@@ -246,6 +301,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
         }
     };
     control_loop.run_with_abort(shutdown, abort).await;
+    let _ = stop_status.send(());
+    if let Some(server) = status_server
+        && let Ok(Err(error)) = server.await
+    {
+        tracing::warn!(%error, "the status server failed");
+    }
     tracing::info!("standalone autoscaler stopped");
     Ok(())
 }

@@ -132,10 +132,12 @@ fn reference_results_on_the_bench_scenarios_match_in_full() {
         // fixtures were recorded: the root-cause `explanation` (null here: the scenarios carry no
         // BACKPRESSURE) and `config_changes` (without any memory configuration tuning finds no
         // memory spec, so the returned changes are empty, or `null` when the decision does not
-        // reach tuning).
+        // reach tuning) and the decision `record`.
         let mut reference_part = result.clone();
         if let Some(fields) = reference_part.as_object_mut() {
             assert_eq!(fields.remove("explanation"), Some(Value::Null), "{name}: explanation");
+            let record = fields.remove("record").unwrap_or_default();
+            assert_eq!(record["format"], "flink-autoscaler-decision/1", "{name}: record");
             let changes = fields.remove("config_changes");
             assert!(
                 matches!(&changes, Some(Value::Null))
@@ -231,6 +233,17 @@ fn backpressure_changes_nothing_but_the_explanation() {
         for result in [&mut with, &mut without] {
             if let Some(fields) = result.as_object_mut() {
                 fields.remove("explanation");
+            }
+            // The decision record's root-cause fields come from BACKPRESSURE too; nothing else.
+            if let Some(record) = result["record"].as_object_mut() {
+                record.remove("bottlenecks");
+                record.remove("root_cause");
+                if let Some(vertices) = record.get_mut("vertices").and_then(Value::as_object_mut) {
+                    for v in vertices.values_mut().filter_map(Value::as_object_mut) {
+                        v.remove("role");
+                        v.remove("bottleneck");
+                    }
+                }
             }
         }
         assert_eq!(with, without, "{}: BACKPRESSURE changed the result", case.display());

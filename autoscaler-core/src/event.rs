@@ -64,6 +64,14 @@ where
             .await;
     }
 
+    /// Receives the cycle's [`DecisionRecord`](crate::record::DecisionRecord): why it decided what
+    /// it decided (this project's addition; the reference's events are emitted unchanged beside
+    /// it). Called once per cycle that got as far as a collection, after the events. The record's
+    /// `job` is `None`: the handler knows the job from `ctx`. Ignored by default.
+    async fn handle_decision_record(&self, ctx: &Ctx, record: &crate::record::DecisionRecord) {
+        let _ = (ctx, record);
+    }
+
     /// Handles a scaling report for `summaries` under `header`.
     async fn handle_scaling_event(
         &self,

@@ -33,4 +33,18 @@ where
             EventType::Warning => tracing::warn!(job = %job, reason, "{message}"),
         }
     }
+
+    /// Logs the decision's summary and root cause: at INFO when the job scales or is blocked, at
+    /// DEBUG otherwise.
+    async fn handle_decision_record(&self, ctx: &Ctx, record: &crate::record::DecisionRecord) {
+        use crate::record::JobOutcome;
+        let job = ctx.job_key().to_string();
+        let root_cause = record.root_cause.as_deref().unwrap_or("");
+        match record.outcome {
+            JobOutcome::Scale | JobOutcome::Blocked => {
+                tracing::info!(job = %job, root_cause, "decision: {}", record.summary)
+            }
+            _ => tracing::debug!(job = %job, root_cause, "decision: {}", record.summary),
+        }
+    }
 }

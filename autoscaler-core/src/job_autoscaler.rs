@@ -6,6 +6,7 @@ use crate::context::{JobAutoScalerContext, JobStatus};
 use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::realizer::ScalingRealizer;
+use crate::record::{DecisionRecord, JobOutcome, RecordInput};
 use crate::scaling::{
     self, DecisionInput, DecisionOutcome, max_restart_time_or_default,
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
@@ -13,7 +14,7 @@ use crate::scaling::{
 };
 use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId, evaluate, window_status};
+use autoscaler_metrics::{ScalingMetric, VertexId, evaluate, true_processing_rate_estimates, window_status};
 use chrono::{DateTime, Utc};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -152,7 +153,20 @@ where
         let mut history = self.state_store.get_collected_metrics(ctx).await.map_err(state_error)?;
         let collected = match self.collector.collect(ctx, &history, now).await {
             Ok(c) => c,
-            Err(CollectError::NotReady(reason)) => return Ok(CycleOutcome::NotReady(reason)),
+            Err(CollectError::NotReady(reason)) => {
+                let record = DecisionRecord::undecided(
+                    now,
+                    None,
+                    None,
+                    None,
+                    &options,
+                    options.restart_time,
+                    JobOutcome::NotReady,
+                    &format!("metrics_not_ready: {reason}"),
+                );
+                self.event_handler.handle_decision_record(ctx, &record).await;
+                return Ok(CycleOutcome::NotReady(reason));
+            }
             Err(e) => return Err(cycle_error("collect", e)),
         };
         let topology = collected.topology;
@@ -218,11 +232,22 @@ where
                 .map_err(state_error)?;
         }
 
+        let restart_time = max_restart_time_or_default(&tracking, &options);
         if history.len() < 2 {
             self.state_store.flush(ctx).await.map_err(state_error)?;
+            let record = DecisionRecord::undecided(
+                now,
+                None,
+                Some(&topology),
+                None,
+                &options,
+                restart_time,
+                JobOutcome::NotReady,
+                "insufficient_samples",
+            );
+            self.event_handler.handle_decision_record(ctx, &record).await;
             return Ok(CycleOutcome::InsufficientSamples);
         }
-        let restart_time = max_restart_time_or_default(&tracking, &options);
 
         // Evaluation (anchor §2.3).
         let evaluated = evaluate(&topology, &history, &options.evaluation_config(restart_time))
@@ -234,6 +259,21 @@ where
             .map_err(state_error)?;
         if !status.window_full {
             self.state_store.flush(ctx).await.map_err(state_error)?;
+            let record = DecisionRecord::undecided(
+                now,
+                None,
+                Some(&topology),
+                Some(&evaluated),
+                &options,
+                restart_time,
+                JobOutcome::NotReady,
+                if status.stabilizing {
+                    "stabilizing"
+                } else {
+                    "window_not_full"
+                },
+            );
+            self.event_handler.handle_decision_record(ctx, &record).await;
             return Ok(CycleOutcome::WindowNotFull {
                 stabilizing: status.stabilizing,
             });
@@ -258,6 +298,21 @@ where
             task_manager_memory: ctx.task_manager_memory(),
         };
         let decision = scaling::decide(&input, &mut delayed);
+        // The decision explained, for the handler (beside the reference's events, which stay as they are).
+        let tpr = true_processing_rate_estimates(&topology, &history, &options.evaluation_config(restart_time));
+        let mut record = DecisionRecord::decided(&RecordInput {
+            at: now,
+            job: None,
+            topology: &topology,
+            evaluated: &evaluated,
+            decision: &decision,
+            options: &options,
+            restart_time,
+            tpr: &tpr,
+        });
+        if let Some(explanation) = autoscaler_metrics::root_cause::explain(&topology, &history) {
+            record.set_explanation(&topology, &explanation);
+        }
         for event in &decision.events {
             match &event.report_header {
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
@@ -333,6 +388,7 @@ where
             ctx.metrics_reporter().increment_counter("balanced");
         }
         self.state_store.flush(ctx).await.map_err(state_error)?;
+        self.event_handler.handle_decision_record(ctx, &record).await;
         Ok(CycleOutcome::Decided(decision.outcome))
     }
 

@@ -32,6 +32,7 @@
 
 use crate::options::AutoScalerOptions;
 use crate::scaling::{BlockReason, Decision, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision};
+use autoscaler_metrics::root_cause::{Explanation, Role};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedVertexMetrics, JobTopology, ScalingMetric, TprEstimate, TprSource, VertexId, json_number,
 };
@@ -140,32 +141,6 @@ impl VertexReason {
     }
 }
 
-/// A vertex's root-cause role (from the windowed load and backpressure, see `autoscaler-metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VertexRole {
-    /// Neither bottleneck nor held back.
-    Ok,
-    /// Busy and not backpressured, while its upstream is or it cannot keep up.
-    Bottleneck,
-    /// Held back by a bottleneck downstream.
-    Backpressured,
-    /// No backpressure measured.
-    Unknown,
-}
-
-impl VertexRole {
-    /// The stable code.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::Bottleneck => "bottleneck",
-            Self::Backpressured => "backpressured",
-            Self::Unknown => "unknown",
-        }
-    }
-}
-
 /// Where a vertex's true processing rate lies against its thresholds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -226,8 +201,9 @@ pub struct VertexRecord {
     pub scale_down_threshold: f64,
     /// Utilization against the bounds.
     pub utilization: UtilizationBound,
-    /// Root-cause role; `None` when not classified.
-    pub role: Option<VertexRole>,
+    /// Root-cause role ([`autoscaler_metrics::root_cause`]); `None` when not classified (no
+    /// `BACKPRESSURE` in the window, or not computed).
+    pub role: Option<Role>,
     /// For `backpressured`: the bottleneck it is held back by.
     pub bottleneck: Option<String>,
     /// The reason code of the outcome.
@@ -270,8 +246,10 @@ pub struct DecisionRecord {
     pub utilization: UtilizationBand,
     /// Bottleneck vertices in topological order (empty when none or not classified).
     pub bottlenecks: Vec<String>,
-    /// The root-cause line added to the scaling report, e.g.
-    /// `bottleneck: sink (busy 98%), backpressuring map, src`; `None` without a bottleneck.
+    /// The root-cause line added to the scaling report
+    /// ([`Explanation::summary`](autoscaler_metrics::root_cause::Explanation::summary)), e.g.
+    /// `bottleneck: expensive-keyed (busy 98%), backpressuring parse-map, Source: datagen`; `None`
+    /// without a bottleneck.
     pub root_cause: Option<String>,
     /// Every topology vertex.
     pub vertices: BTreeMap<String, VertexRecord>,
@@ -631,66 +609,16 @@ impl DecisionRecord {
         self.summary = format!("blocked (veto by {by}): {}", self.summary);
     }
 
-    /// Fills the root-cause roles (`role`, `bottleneck`, `bottlenecks`, `root_cause`) from a
-    /// classification of the topology's vertices: `roles[id] = (role, its bottleneck if
-    /// backpressured)`. Vertices missing from `roles` keep `None`.
-    pub fn set_roles(&mut self, topology: &JobTopology, roles: &BTreeMap<VertexId, (VertexRole, Option<VertexId>)>) {
-        for (id, (role, bottleneck)) in roles {
+    /// Fills the root-cause fields (`role`, `bottleneck`, `bottlenecks`, `root_cause`) from the
+    /// classification of the window ([`autoscaler_metrics::root_cause::explain`]).
+    pub fn set_explanation(&mut self, topology: &JobTopology, explanation: &Explanation) {
+        for (id, e) in &explanation.vertices {
             if let Some(v) = self.vertices.get_mut(id.as_str()) {
-                v.role = Some(*role);
-                v.bottleneck = bottleneck.as_ref().map(|b| b.to_string());
+                v.role = Some(e.role);
+                v.bottleneck = e.bottleneck.as_ref().map(|b| b.to_string());
             }
         }
-        self.bottlenecks = topology
-            .topological_order()
-            .iter()
-            .map(|&i| &topology.vertices()[i].id)
-            .filter(|id| {
-                roles
-                    .get(id.as_str())
-                    .is_some_and(|(r, _)| *r == VertexRole::Bottleneck)
-            })
-            .map(|id| id.to_string())
-            .collect();
-        self.root_cause = root_cause_line(topology, self);
+        self.bottlenecks = explanation.bottlenecks.iter().map(|b| b.to_string()).collect();
+        self.root_cause = (!explanation.bottlenecks.is_empty()).then(|| explanation.summary(topology));
     }
-}
-
-/// The scaling report's added line: `bottleneck: <id> (busy <load>%), backpressuring <ids>` per
-/// bottleneck (joined by `; `), the victims nearest first (reverse topological order); `None`
-/// without a bottleneck.
-pub fn root_cause_line(topology: &JobTopology, record: &DecisionRecord) -> Option<String> {
-    if record.bottlenecks.is_empty() {
-        return None;
-    }
-    let order: Vec<&str> = topology
-        .topological_order()
-        .iter()
-        .map(|&i| topology.vertices()[i].id.as_str())
-        .collect();
-    let parts: Vec<String> = record
-        .bottlenecks
-        .iter()
-        .map(|b| {
-            let busy = record.vertices.get(b).map_or(f64::NAN, |v| v.load);
-            let busy = if busy.is_finite() {
-                format!(" (busy {:.0}%)", busy * 100.0)
-            } else {
-                String::new()
-            };
-            // Nearest upstream first: the order in which backpressure travels.
-            let victims: Vec<&str> = order
-                .iter()
-                .rev()
-                .copied()
-                .filter(|id| record.vertices.get(*id).and_then(|v| v.bottleneck.as_deref()) == Some(b.as_str()))
-                .collect();
-            if victims.is_empty() {
-                format!("{b}{busy}")
-            } else {
-                format!("{b}{busy}, backpressuring {}", victims.join(", "))
-            }
-        })
-        .collect();
-    Some(format!("bottleneck: {}", parts.join("; ")))
 }

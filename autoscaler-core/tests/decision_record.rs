@@ -1,11 +1,10 @@
 //! The decision record's reason codes: one hand-built decision per outcome, blocked or not, and
 //! the code each vertex gets for it.
 
-use autoscaler_core::record::{
-    DecisionRecord, JobOutcome, RecordInput, UtilizationBound, VertexReason, VertexRole, root_cause_line,
-};
+use autoscaler_core::record::{DecisionRecord, JobOutcome, RecordInput, UtilizationBound, VertexReason};
 use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, decide};
 use autoscaler_core::{AlignmentMode, AutoScalerOptions, DelayedScaleDown, ScalingHistory, ScalingSummary};
+use autoscaler_metrics::root_cause::{Role, RootCauseThresholds, VertexSignals, classify};
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
     ShipStrategy, TprEstimate, TprSource, VertexId, VertexSpec,
@@ -458,32 +457,43 @@ fn tpr_source_is_explained() {
 }
 
 #[test]
-fn roles_fill_the_root_cause_line_and_json_round_trips() {
+fn explanation_fills_roles_and_the_root_cause_line_and_json_round_trips() {
     let mut job = Job::new();
     let (_, mut record) = job.decide();
-    let roles = BTreeMap::from([
+    // src and map backpressured (B > 0.1), the sink busy 98% and not backpressured: the culprit.
+    let signals = BTreeMap::from([
         (
             VertexId::new("src"),
-            (VertexRole::Backpressured, Some(VertexId::new("sink"))),
+            VertexSignals {
+                load: 0.1,
+                backpressure: 0.85,
+            },
         ),
         (
             VertexId::new("map"),
-            (VertexRole::Backpressured, Some(VertexId::new("sink"))),
+            VertexSignals {
+                load: 0.05,
+                backpressure: 0.9,
+            },
         ),
-        (VertexId::new("sink"), (VertexRole::Bottleneck, None)),
+        (
+            VertexId::new("sink"),
+            VertexSignals {
+                load: 0.984,
+                backpressure: 0.0,
+            },
+        ),
     ]);
-    if let Some(v) = record.vertices.get_mut("sink") {
-        v.load = 0.984;
-    }
-    record.set_roles(&job.topology, &roles);
+    let explanation = classify(&job.topology, &signals, &RootCauseThresholds::default());
+    record.set_explanation(&job.topology, &explanation);
     assert_eq!(record.bottlenecks, ["sink"]);
-    // Nearest victim first; 0.984 -> 98%.
     assert_eq!(
         record.root_cause.as_deref(),
-        Some("bottleneck: sink (busy 98%), backpressuring map, src")
+        Some("bottleneck: sink (busy 98%), backpressuring src, map")
     );
-    assert_eq!(root_cause_line(&job.topology, &record), record.root_cause);
+    assert_eq!(record.vertices["map"].role, Some(Role::Backpressured));
     assert_eq!(record.vertices["map"].bottleneck.as_deref(), Some("sink"));
+    assert_eq!(record.vertices["sink"].role, Some(Role::Bottleneck));
     let text = serde_json::to_string(&record).unwrap_or_default();
     let back: DecisionRecord = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
     // NaN != NaN: compare the re-serialized text.
@@ -491,4 +501,36 @@ fn roles_fill_the_root_cause_line_and_json_round_trips() {
     let json: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     assert_eq!(json["format"], "flink-autoscaler-decision/1");
     assert_eq!(json["vertices"]["src"]["role"], "backpressured");
+    // A healthy job: roles, no bottleneck, no line.
+    let healthy = BTreeMap::from([
+        (
+            VertexId::new("src"),
+            VertexSignals {
+                load: 0.3,
+                backpressure: 0.0,
+            },
+        ),
+        (
+            VertexId::new("map"),
+            VertexSignals {
+                load: 0.3,
+                backpressure: 0.0,
+            },
+        ),
+        (
+            VertexId::new("sink"),
+            VertexSignals {
+                load: 0.3,
+                backpressure: 0.0,
+            },
+        ),
+    ]);
+    let (_, mut record) = job.decide();
+    record.set_explanation(
+        &job.topology,
+        &classify(&job.topology, &healthy, &RootCauseThresholds::default()),
+    );
+    assert!(record.bottlenecks.is_empty());
+    assert_eq!(record.root_cause, None);
+    assert_eq!(record.vertices["sink"].role, Some(Role::Ok));
 }

@@ -18,8 +18,10 @@
 //! configuration and the last topology, so any one file replays on its own. [`Recorder`] writes
 //! them; [`read_recording`] reads one back.
 
+mod hooks;
 mod writer;
 
+pub use hooks::{DecisionPublisher, RecordingCollector};
 pub use writer::{Recorder, RecorderOptions, job_file_name};
 
 use autoscaler_core::Configuration;

@@ -15,6 +15,7 @@
 
 mod output;
 mod pipeline;
+mod record;
 mod scenario;
 
 pub use output::{RESULT_FORMAT, explanation_json};

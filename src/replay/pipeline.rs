@@ -128,6 +128,8 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
     result.insert("format".into(), Value::from(output::RESULT_FORMAT));
     let mut delayed: DelayedScaleDown = s.delayed_scale_down.clone();
     let mut events: Vec<Value> = Vec::new();
+    // The evaluation window, for the decision record's estimates and root cause.
+    let mut window: Option<MetricHistory> = None;
 
     let evaluated = match &s.input {
         ScenarioInput::Evaluated(given) => {
@@ -189,6 +191,7 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
                 result.insert("decision".into(), no_decision(&s.topology, "not_ready", reason));
                 return Ok(finish(result, &delayed, events));
             }
+            window = Some(metric_history);
             evaluated
         }
     };
@@ -210,6 +213,10 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
     let decision = scaling::decide(&input, &mut delayed);
     events.extend(decision.events.iter().map(event_json));
     result.insert("decision".into(), decision_json(&s.topology, &decision));
+    result.insert(
+        "record".into(),
+        super::record::decision_record(s, &evaluated, &decision, &options, restart_time, window.as_ref()),
+    );
     // §4.6: what memory tuning returned, `null` when the decision did not reach it.
     if let Some(tuning) = &decision.memory_tuning {
         result.insert("config_changes".into(), output::config_changes(&tuning.changes));
@@ -221,6 +228,7 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
 fn finish(mut result: Map<String, Value>, delayed: &DelayedScaleDown, events: Vec<Value>) -> Value {
     result.insert("delayed_scale_down".into(), output::delayed_scale_down(delayed));
     result.entry("config_changes").or_insert(Value::Null);
+    result.entry("record").or_insert(Value::Null);
     result.insert("events".into(), Value::Array(events));
     Value::Object(result)
 }

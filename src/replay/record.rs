@@ -1,0 +1,41 @@
+//! The replay result's `record`: the decision record ([`DecisionRecord`]) of the replayed cycle.
+//! An addition beside the result's other fields, which stay exactly as the format says; `null`
+//! when the cycle did not reach the decision.
+
+use super::scenario::Scenario;
+use autoscaler_core::AutoScalerOptions;
+use autoscaler_core::record::{DecisionRecord, RecordInput};
+use autoscaler_core::scaling::Decision;
+use autoscaler_metrics::{EvaluatedMetrics, MetricHistory, root_cause, true_processing_rate_estimates};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The record of a decided cycle; `window` is the evaluation window (`None` in `evaluated` mode:
+/// no estimates, no root cause).
+pub(super) fn decision_record(
+    s: &Scenario,
+    evaluated: &EvaluatedMetrics,
+    decision: &Decision,
+    options: &AutoScalerOptions,
+    restart_time: Duration,
+    window: Option<&MetricHistory>,
+) -> Value {
+    let tpr = window.map_or_else(BTreeMap::new, |w| {
+        true_processing_rate_estimates(&s.topology, w, &options.evaluation_config(restart_time))
+    });
+    let mut record = DecisionRecord::decided(&RecordInput {
+        at: s.now,
+        job: None,
+        topology: &s.topology,
+        evaluated,
+        decision,
+        options,
+        restart_time,
+        tpr: &tpr,
+    });
+    if let Some(explanation) = window.and_then(|w| root_cause::explain(&s.topology, w)) {
+        record.set_explanation(&s.topology, &explanation);
+    }
+    serde_json::to_value(&record).unwrap_or(Value::Null)
+}

@@ -1,0 +1,229 @@
+//! The job status endpoints of `flink-autoscaler run`: the latest [`DecisionRecord`] of every job.
+//!
+//! - `GET /jobs`: `{"jobs": [{"job", "at", "outcome", "reason", "summary"}, ...]}`, sorted by job;
+//! - `GET /jobs/{key}`: `{"job": key, "record": DecisionRecord}`, or 404 with
+//!   `{"error": "unknown job"}`. Keys may contain `/` (`/jobs/prod/abc` is the job `prod/abc`).
+//!
+//! [`DecisionBoard`] keeps the records; [`router`] serves them and merges into the service's own
+//! router (or serves alone on `--status-addr`).
+
+use autoscaler_core::record::DecisionRecord;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+/// The latest decision record per job, shared between the cycles that write and the endpoints
+/// that read.
+#[derive(Debug, Default)]
+pub struct DecisionBoard {
+    records: RwLock<BTreeMap<String, DecisionRecord>>,
+}
+
+impl DecisionBoard {
+    /// An empty board.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores `record` as the latest of `job`.
+    pub fn publish(&self, job: &str, record: DecisionRecord) {
+        if let Ok(mut records) = self.records.write() {
+            records.insert(job.to_owned(), record);
+        }
+    }
+
+    /// Forgets `job` (it disappeared from the cluster).
+    pub fn remove(&self, job: &str) {
+        if let Ok(mut records) = self.records.write() {
+            records.remove(job);
+        }
+    }
+
+    /// The latest record of `job`.
+    pub fn get(&self, job: &str) -> Option<DecisionRecord> {
+        self.records.read().ok()?.get(job).cloned()
+    }
+
+    /// The `/jobs` document.
+    pub fn list(&self) -> Value {
+        let jobs: Vec<Value> = self
+            .records
+            .read()
+            .map(|records| {
+                records
+                    .iter()
+                    .map(|(job, r)| {
+                        json!({"job": job, "at": r.at, "outcome": r.outcome, "reason": r.reason, "summary": r.summary})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        json!({ "jobs": jobs })
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn list(State(board): State<Arc<DecisionBoard>>) -> Response {
+    json_response(StatusCode::OK, &board.list())
+}
+
+async fn one(State(board): State<Arc<DecisionBoard>>, Path(key): Path<String>) -> Response {
+    match board.get(&key) {
+        Some(record) => json_response(StatusCode::OK, &json!({"job": key, "record": record})),
+        None => json_response(StatusCode::NOT_FOUND, &json!({"error": "unknown job", "job": key})),
+    }
+}
+
+/// The routes `/jobs` and `/jobs/{key}` over `board`.
+pub fn router(board: Arc<DecisionBoard>) -> Router {
+    Router::new()
+        .route("/jobs", get(list))
+        .route("/jobs/{*key}", get(one))
+        .with_state(board)
+}
+
+/// Serves [`router`] alone on `listener` until `shutdown` completes (`--status-addr`).
+///
+/// # Errors
+/// When serving fails.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    board: Arc<DecisionBoard>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(board))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Fetches `url` (`http://127.0.0.1:PORT/jobs/KEY`) with a plain HTTP/1.1 GET, for `explain`.
+/// Loopback only: any other host is refused. The answer is bounded to 16 MiB.
+///
+/// # Errors
+/// A message naming what failed.
+pub async fn fetch_loopback(url: &str, timeout: std::time::Duration) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+    let (authority, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_owned()), |(a, p)| (a, format!("/{p}")));
+    let addr: std::net::SocketAddr = match authority.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            let (host, port) = authority
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{url}: expected host:port"))?;
+            if host != "localhost" {
+                return Err(format!("{url}: only loopback addresses are allowed"));
+            }
+            let port: u16 = port.parse().map_err(|_| format!("{url}: bad port"))?;
+            std::net::SocketAddr::from(([127, 0, 0, 1], port))
+        }
+    };
+    if !addr.ip().is_loopback() {
+        return Err(format!("{url}: only loopback addresses are allowed"));
+    }
+    let fetch = async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        let mut body = Vec::new();
+        stream
+            .take(16 << 20)
+            .read_to_end(&mut body)
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        Ok::<_, String>(body)
+    };
+    let raw = tokio::time::timeout(timeout, fetch)
+        .await
+        .map_err(|_| format!("{url}: no answer within {timeout:?}"))??;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{url}: not an HTTP answer"))?;
+    let status = head.split(' ').nth(1).unwrap_or_default();
+    if status != "200" {
+        return Err(format!("{url}: HTTP {status}: {}", body.trim()));
+    }
+    Ok(body.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use autoscaler_core::AutoScalerOptions;
+    use autoscaler_core::record::JobOutcome;
+    use std::time::Duration;
+
+    fn record(job: &str) -> DecisionRecord {
+        DecisionRecord::undecided(
+            chrono::DateTime::UNIX_EPOCH,
+            Some(job),
+            None,
+            None,
+            &AutoScalerOptions::default(),
+            Duration::from_secs(300),
+            JobOutcome::NotReady,
+            "insufficient_samples",
+        )
+    }
+
+    #[tokio::test]
+    async fn serves_the_latest_record_per_job_over_loopback() {
+        let board = Arc::new(DecisionBoard::new());
+        board.publish("prod/abc", record("prod/abc"));
+        board.publish("b", record("b"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, board.clone(), async {
+            let _ = stopped.await;
+        }));
+        let timeout = Duration::from_secs(10);
+        let list = fetch_loopback(&format!("http://{addr}/jobs"), timeout)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let list: Value = serde_json::from_str(&list).unwrap_or_default();
+        assert_eq!(list["jobs"][0]["job"], "b");
+        assert_eq!(list["jobs"][1]["job"], "prod/abc");
+        assert_eq!(list["jobs"][1]["outcome"], "not_ready");
+        let one = fetch_loopback(&format!("http://{addr}/jobs/prod/abc"), timeout)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let one: Value = serde_json::from_str(&one).unwrap_or_default();
+        assert_eq!(one["job"], "prod/abc");
+        assert_eq!(one["record"]["reason"], "insufficient_samples");
+        let missing = fetch_loopback(&format!("http://{addr}/jobs/nope"), timeout).await;
+        assert!(missing.is_err_and(|e| e.contains("HTTP 404")));
+        assert!(
+            fetch_loopback("http://10.0.0.1:80/jobs", timeout)
+                .await
+                .is_err_and(|e| e.contains("loopback"))
+        );
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(timeout, server).await;
+    }
+}
