@@ -6,9 +6,9 @@
 //! `cargo bench --bench cycle`
 
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerStateStore, BasicJobContext, CollectError, CollectedJobMetrics, CycleOutcome,
-    EventType, JobAutoScalerImpl, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
-    scaling::DecisionOutcome,
+    AutoScalerEventHandler, AutoScalerOptions, AutoScalerStateStore, BasicJobContext, CollectError,
+    CollectedJobMetrics, CycleOutcome, EventType, JobAutoScalerImpl, MetricsCollector, MetricsSnapshot,
+    ParallelismOverrides, RealizeError, ScalingRealizer, async_trait, scaling::DecisionOutcome,
 };
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
 use autoscaler_state::InMemoryStateStore;
@@ -30,11 +30,16 @@ struct Replayed {
 
 #[async_trait]
 impl MetricsCollector<String, Ctx> for Replayed {
-    async fn collect(&self, _: &Ctx, _: &MetricHistory, _: DateTime<Utc>) -> Result<CollectedJobMetrics, CollectError> {
+    async fn collect(
+        &self,
+        _: &Ctx,
+        _: &AutoScalerOptions,
+        _: DateTime<Utc>,
+    ) -> Result<CollectedJobMetrics, CollectError> {
         Ok(CollectedJobMetrics {
             topology: self.topology.clone(),
             job_running_since: self.running_since,
-            metrics: self.latest.clone(),
+            metrics: MetricsSnapshot::Scaling(self.latest.clone()),
         })
     }
 }

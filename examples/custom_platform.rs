@@ -17,11 +17,11 @@
 
 use flink_autoscaler::core::job_autoscaler::JobAutoScalerImpl;
 use flink_autoscaler::core::{
-    AutoScalerEventHandler, BasicJobContext, CollectError, CollectedJobMetrics, ConfigChanges, Configuration,
-    EventType, FetchError, JobAutoScaler, JobListFetcher, MetricsCollector, ParallelismOverrides, RealizeError,
-    ScalingRealizer, async_trait,
+    AutoScalerEventHandler, AutoScalerOptions, BasicJobContext, CollectError, CollectedJobMetrics, ConfigChanges,
+    Configuration, EventType, FetchError, JobAutoScaler, JobListFetcher, MetricsCollector, MetricsSnapshot,
+    ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
 };
-use flink_autoscaler::metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric};
+use flink_autoscaler::metrics::{CollectedMetrics, MetricValues, ScalingMetric};
 use flink_autoscaler::sim::adapters::sim_instant;
 use flink_autoscaler::sim::harness::example_configuration;
 use flink_autoscaler::sim::{SimHandle, Simulator, workloads};
@@ -103,7 +103,7 @@ impl MetricsCollector<String, AcmeContext> for AcmeMetrics {
     async fn collect(
         &self,
         ctx: &AcmeContext,
-        _history: &MetricHistory,
+        _options: &AutoScalerOptions,
         _now: chrono::DateTime<chrono::Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
         let (topology, running_since) = {
@@ -135,7 +135,8 @@ impl MetricsCollector<String, AcmeContext> for AcmeMetrics {
         Ok(CollectedJobMetrics {
             topology,
             job_running_since: running_since,
-            metrics,
+            // Already in the autoscaler's vocabulary; the cycle keeps the window.
+            metrics: MetricsSnapshot::Scaling(metrics),
         })
     }
 }

@@ -6,7 +6,7 @@
 //! explanation in the replay result's shape. Nothing is scaled.
 
 use anyhow::{Context, Result, bail};
-use autoscaler_core::{BasicJobContext, Configuration, JobListFetcher, JobStatus, MetricsCollector};
+use autoscaler_core::{AutoScalerOptions, BasicJobContext, Configuration, JobListFetcher, JobStatus, MetricsCollector};
 use autoscaler_metrics::MetricHistory;
 use autoscaler_metrics::root_cause;
 use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig, RestMetricsCollector};
@@ -63,6 +63,8 @@ pub async fn bottleneck(args: BottleneckArgs) -> Result<()> {
     }
     let collector = RestMetricsCollector::<String>::new();
     for ctx in &jobs {
+        let options = AutoScalerOptions::from_configuration(&ctx.configuration)
+            .with_context(|| format!("the options of job {}", ctx.job_key))?;
         let mut history = MetricHistory::new();
         let mut topology = None;
         for i in 0..args.samples {
@@ -71,10 +73,13 @@ pub async fn bottleneck(args: BottleneckArgs) -> Result<()> {
             }
             let now = chrono::Utc::now();
             let collected = collector
-                .collect(ctx, &history, now)
+                .collect(ctx, &options, now)
                 .await
                 .with_context(|| format!("collecting the metrics of job {}", ctx.job_key))?;
-            history.insert(now, collected.metrics);
+            let metrics = collected
+                .metrics
+                .into_scaling_metrics(&collected.topology, &options, &history);
+            history.insert(now, metrics);
             topology = Some(collected.topology);
         }
         let Some(topology) = topology else { continue };

@@ -4,14 +4,13 @@
 //! losing state.
 
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerStateStore, BasicJobContext, CollectError, CollectedJobMetrics, Configuration,
-    CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, JobStatus, MetricsCollector,
-    ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
+    AutoScalerEventHandler, AutoScalerOptions, AutoScalerStateStore, BasicJobContext, CollectError,
+    CollectedJobMetrics, Configuration, CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, JobStatus,
+    MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
     scaling::{BlockReason, DecisionOutcome},
 };
 use autoscaler_metrics::{
-    CollectedMetrics, EdgeSpec, JobTopology, MetricHistory, MetricValues, ScalingMetric, ShipStrategy, VertexId,
-    VertexSpec,
+    CollectedMetrics, EdgeSpec, JobTopology, MetricValues, ScalingMetric, ShipStrategy, VertexId, VertexSpec,
 };
 use autoscaler_state::InMemoryStateStore;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -43,7 +42,7 @@ impl MetricsCollector<String, Ctx> for ScriptedJob {
     async fn collect(
         &self,
         _ctx: &Ctx,
-        _history: &MetricHistory,
+        _options: &AutoScalerOptions,
         now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
         if std::mem::take(&mut *self.fail_next.lock().expect("lock")) {
@@ -68,7 +67,7 @@ impl MetricsCollector<String, Ctx> for ScriptedJob {
         Ok(CollectedJobMetrics {
             topology: self.topology(),
             job_running_since: *self.running_since.lock().expect("lock"),
-            metrics,
+            metrics: MetricsSnapshot::Scaling(metrics),
         })
     }
 }

@@ -4,13 +4,13 @@
 //! are neither stored nor realized.
 
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerStateStore, AutoscalerMetricsReporter, CollectError, CollectedJobMetrics,
-    ConfigChanges, Configuration, CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, JobStatus,
-    MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait, scaling::DecisionOutcome,
+    AutoScalerEventHandler, AutoScalerOptions, AutoScalerStateStore, AutoscalerMetricsReporter, CollectError,
+    CollectedJobMetrics, ConfigChanges, Configuration, CycleOutcome, EventType, JobAutoScalerContext,
+    JobAutoScalerImpl, JobStatus, MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError,
+    ScalingRealizer, async_trait, scaling::DecisionOutcome,
 };
 use autoscaler_metrics::{
-    CollectedMetrics, EdgeSpec, JobTopology, MetricHistory, MetricValues, ScalingMetric, ShipStrategy, VertexId,
-    VertexSpec,
+    CollectedMetrics, EdgeSpec, JobTopology, MetricValues, ScalingMetric, ShipStrategy, VertexId, VertexSpec,
 };
 use autoscaler_state::InMemoryStateStore;
 use chrono::{DateTime, Duration, TimeZone, Utc};
@@ -64,7 +64,7 @@ impl MetricsCollector<String, Ctx> for ScriptedJob {
     async fn collect(
         &self,
         _ctx: &Ctx,
-        _history: &MetricHistory,
+        _options: &AutoScalerOptions,
         now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
         let (src_parallelism, sink_parallelism) = *self.parallelism.lock().expect("lock");
@@ -100,7 +100,7 @@ impl MetricsCollector<String, Ctx> for ScriptedJob {
         Ok(CollectedJobMetrics {
             topology,
             job_running_since: *self.running_since.lock().expect("lock"),
-            metrics,
+            metrics: MetricsSnapshot::Scaling(metrics),
         })
     }
 }

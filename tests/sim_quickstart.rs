@@ -60,7 +60,7 @@ async fn the_standalone_loop_scales_the_simulated_job() {
 
 #[tokio::test]
 async fn the_collector_reports_flink_metrics_with_flink_meaning() {
-    use flink_autoscaler::core::MetricsCollector;
+    use flink_autoscaler::core::{AutoScalerOptions, MetricsCollector};
     use flink_autoscaler::metrics::{MetricHistory, ScalingMetric};
     use flink_autoscaler::sim::adapters::sim_instant;
     use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimVertex};
@@ -82,12 +82,16 @@ async fn the_collector_reports_flink_metrics_with_flink_meaning() {
     let handle = SimHandle::new(Simulator::new(job).expect("valid job"));
     handle.advance(Duration::from_secs(120));
     let ctx = handle.context(example_configuration());
+    let options = AutoScalerOptions::from_configuration(&ctx.configuration).expect("valid options");
     let collected = SimMetricsCollector
-        .collect(&ctx, &MetricHistory::new(), sim_instant(Duration::from_secs(120)))
+        .collect(&ctx, &options, sim_instant(Duration::from_secs(120)))
         .await
         .expect("running job");
-    let src = collected.metrics.vertex("src").expect("source metrics");
-    let slow = collected.metrics.vertex("slow").expect("slow metrics");
+    let metrics = collected
+        .metrics
+        .into_scaling_metrics(&collected.topology, &options, &MetricHistory::new());
+    let src = metrics.vertex("src").expect("source metrics");
+    let slow = metrics.vertex("slow").expect("slow metrics");
     assert_eq!(slow.get(ScalingMetric::Load), Some(1.0));
     assert_eq!(src.get(ScalingMetric::Load), Some(0.1));
     // Lagging by more than 30 s of input: observed TPR = 1,000 / (1 - 900/1000) = the capacity.

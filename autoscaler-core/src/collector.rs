@@ -2,20 +2,54 @@
 //! plug in here.
 
 use crate::context::JobAutoScalerContext;
+use crate::options::AutoScalerOptions;
 use async_trait::async_trait;
+use autoscaler_metrics::collection::{RawJobMetrics, convert_to_scaling_metrics};
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
 use chrono::{DateTime, Utc};
 
 /// What one collection returns: the current topology, when the job last became RUNNING, and the
-/// metrics collected now (already converted to scaling metrics).
+/// metrics collected now.
 #[derive(Debug, Clone)]
 pub struct CollectedJobMetrics {
     /// The job graph with current parallelism.
     pub topology: JobTopology,
     /// When the job last switched to RUNNING (the reference's `jobRunningTs`).
     pub job_running_since: DateTime<Utc>,
-    /// Scaling metrics collected at `now`.
-    pub metrics: CollectedMetrics,
+    /// The metrics collected at `now`.
+    pub metrics: MetricsSnapshot,
+}
+
+/// The metrics of one collection, in the form the collector has them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricsSnapshot {
+    /// Aggregated Flink metrics (what the REST API and the simulator report). The cycle converts
+    /// them ([`autoscaler_metrics::collection::convert_to_scaling_metrics`]) against the stored
+    /// window of the current job run, which sources that are not catching up need for their
+    /// `OBSERVED_TPR`; a vertex whose busy time is not finite is excluded from scaling for the
+    /// cycle, as the reference's `ScalingMetrics.computeLoadMetrics` does.
+    Flink(RawJobMetrics),
+    /// Scaling metrics the platform already converted itself (or recorded): used as they are,
+    /// nothing is excluded on their account.
+    Scaling(CollectedMetrics),
+}
+
+impl MetricsSnapshot {
+    /// The snapshot as scaling metrics: a [`MetricsSnapshot::Flink`] one converted for `topology`
+    /// with `options`' conversion settings against `history`, the stored window of the current job
+    /// run (its `OBSERVED_TPR` average feeds sources that are not catching up); a
+    /// [`MetricsSnapshot::Scaling`] one as it is.
+    pub fn into_scaling_metrics(
+        self,
+        topology: &JobTopology,
+        options: &AutoScalerOptions,
+        history: &MetricHistory,
+    ) -> CollectedMetrics {
+        match self {
+            Self::Flink(raw) => convert_to_scaling_metrics(topology, &raw, &options.collection_config(), history),
+            Self::Scaling(snapshot) => snapshot,
+        }
+    }
 }
 
 /// Why a collection failed.
@@ -45,12 +79,13 @@ pub trait MetricsCollector<K, Ctx>: Send + Sync
 where
     Ctx: JobAutoScalerContext<K>,
 {
-    /// Collects the job's topology and metrics at `now`. `history` is the stored window so far
-    /// (some metrics, like the observed true processing rate, fall back to its averages).
+    /// Collects the job's topology and metrics at `now`. `options` are the job's options, parsed
+    /// once by the cycle from `ctx.configuration()`. The stored window is the cycle's business:
+    /// return [`MetricsSnapshot::Flink`] when a conversion needs it.
     async fn collect(
         &self,
         ctx: &Ctx,
-        history: &MetricHistory,
+        options: &AutoScalerOptions,
         now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError>;
 

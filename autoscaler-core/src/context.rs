@@ -1,6 +1,7 @@
 //! What the autoscaler knows about one job in one cycle ([`JobAutoScalerContext`]).
 
 use crate::config::Configuration;
+use autoscaler_metrics::{ScalingMetric, VertexId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -82,13 +83,45 @@ pub trait AutoscalerMetricsReporter: Send + Sync {
     fn set_gauge(&self, name: &str, value: f64) {
         let _ = (name, value);
     }
+    /// Sets the gauge of `metric` of `vertex`; the default names it `<vertex>.<METRIC>.<Kind>`
+    /// and calls [`set_gauge`](Self::set_gauge).
+    fn set_vertex_gauge(&self, vertex: &VertexId, metric: ScalingMetric, kind: GaugeKind, value: f64) {
+        self.set_gauge(&format!("{vertex}.{metric}.{kind}"), value);
+    }
+    /// Whether this reporter keeps gauges at all; `false` lets the cycle skip computing them.
+    fn wants_gauges(&self) -> bool {
+        true
+    }
+}
+
+/// Which value of an evaluated metric a gauge shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GaugeKind {
+    /// The current value (`.Current`).
+    Current,
+    /// The window average (`.Average`).
+    Average,
+}
+
+impl fmt::Display for GaugeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Current => "Current",
+            Self::Average => "Average",
+        })
+    }
 }
 
 /// A reporter that drops everything.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoopMetricsReporter;
 
-impl AutoscalerMetricsReporter for NoopMetricsReporter {}
+impl AutoscalerMetricsReporter for NoopMetricsReporter {
+    fn set_vertex_gauge(&self, _: &VertexId, _: ScalingMetric, _: GaugeKind, _: f64) {}
+    fn wants_gauges(&self) -> bool {
+        false
+    }
+}
 
 /// Everything the autoscaler needs to know about one job (FLIP-334's `JobAutoScalerContext`).
 ///

@@ -135,6 +135,13 @@ impl ExcludedPeriod {
     }
 }
 
+impl std::fmt::Display for ExcludedPeriod {
+    /// The entry as configured (so a list of periods prints as the reference lists its strings).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.expression)
+    }
+}
+
 /// Parses every entry of an `excluded.periods` list, stopping at the first invalid one (reference:
 /// `CalendarUtils.validateExcludedPeriods`).
 ///

@@ -2,19 +2,17 @@
 
 use crate::autoscaler::{AutoscalerError, JobAutoScaler};
 use crate::collector::{CollectError, MetricsCollector};
+use crate::context::GaugeKind;
 use crate::context::{JobAutoScalerContext, JobStatus};
+use crate::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
 use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::realizer::ScalingRealizer;
 use crate::record::{DecisionRecord, JobOutcome, RecordInput};
-use crate::scaling::{
-    self, DecisionInput, DecisionOutcome, max_restart_time_or_default,
-    record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
-    trim_scaling_tracking,
-};
+use crate::scaling::DecisionOutcome;
 use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId, evaluate, true_processing_rate_estimates, window_status};
+use autoscaler_metrics::{ScalingMetric, VertexId, true_processing_rate_estimates};
 use chrono::{DateTime, Utc};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -108,8 +106,12 @@ where
 
     /// Runs one cycle and tells what happened. Errors are also reported as an `AutoscalerError`
     /// Warning event and an `errors` counter increment; stored state is never lost on error.
+    ///
+    /// The job's options are parsed once, each stored state is read once, the steps of
+    /// [`crate::cycle`] run on them, and only the parts they changed are written back.
     pub async fn run_cycle(&self, ctx: &Ctx) -> Result<CycleOutcome, AutoscalerError> {
-        let result = self.run_cycle_inner(ctx).await;
+        let mut end = CycleEnd::default();
+        let result = self.run_cycle_inner(ctx, &mut end).await;
         let result = match result {
             Ok(outcome) => Ok(outcome),
             Err(error) => {
@@ -118,11 +120,11 @@ where
             }
         };
         // The reference re-applies stored overrides every cycle, whatever happened ("self-healing").
-        if let Err(error) = self.apply_parallelism_overrides(ctx).await {
+        if let Err(error) = self.apply_parallelism_overrides(ctx, &mut end).await {
             self.report_error(ctx, &error).await;
             return result.and(Err(error));
         }
-        if let Err(error) = self.apply_config_overrides(ctx).await {
+        if let Err(error) = self.apply_config_overrides(ctx, end).await {
             self.report_error(ctx, &error).await;
             return result.and(Err(error));
         }
@@ -136,12 +138,71 @@ where
             .await;
     }
 
-    async fn run_cycle_inner(&self, ctx: &Ctx) -> Result<CycleOutcome, AutoscalerError> {
-        let mut options =
+    /// Reads every stored state of the job once.
+    async fn load_state(&self, ctx: &Ctx) -> Result<JobState, AutoscalerError> {
+        let store = &self.state_store;
+        Ok(JobState {
+            metric_history: store.get_collected_metrics(ctx).await.map_err(state_error)?,
+            scaling_history: store.get_scaling_history(ctx).await.map_err(state_error)?,
+            scaling_tracking: store.get_scaling_tracking(ctx).await.map_err(state_error)?,
+            delayed_scale_down: store.get_delayed_scale_down(ctx).await.map_err(state_error)?,
+            parallelism_overrides: store.get_parallelism_overrides(ctx).await.map_err(state_error)?,
+            config_changes: store.get_config_changes(ctx).await.map_err(state_error)?,
+        })
+    }
+
+    /// Writes back the parts of `state` the cycle changed.
+    async fn persist(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> Result<(), AutoscalerError> {
+        let store = &self.state_store;
+        if changes.metric_history {
+            store
+                .store_collected_metrics(ctx, &state.metric_history)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.scaling_history {
+            store
+                .store_scaling_history(ctx, &state.scaling_history)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.scaling_tracking {
+            store
+                .store_scaling_tracking(ctx, &state.scaling_tracking)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.parallelism_overrides {
+            store
+                .store_parallelism_overrides(ctx, &state.parallelism_overrides)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.config_changes {
+            store
+                .store_config_changes(ctx, &state.config_changes)
+                .await
+                .map_err(state_error)?;
+        }
+        if changes.delayed_scale_down {
+            store
+                .store_delayed_scale_down(ctx, &state.delayed_scale_down)
+                .await
+                .map_err(state_error)?;
+        }
+        Ok(())
+    }
+
+    async fn run_cycle_inner(&self, ctx: &Ctx, end: &mut CycleEnd) -> Result<CycleOutcome, AutoscalerError> {
+        let options =
             AutoScalerOptions::from_configuration(ctx.configuration()).map_err(|e| cycle_error("options", e))?;
+        end.excluded = options.vertex_exclude_ids.clone();
+        end.memory_tuning_enabled = options.memory_tuning_enabled;
         if !options.enabled {
             self.state_store.clear_all(ctx).await.map_err(state_error)?;
             self.state_store.flush(ctx).await.map_err(state_error)?;
+            end.overrides = Some(ParallelismOverrides::new());
+            end.config_changes = Some(ConfigChanges::default());
             return Ok(CycleOutcome::Disabled);
         }
         if ctx.job_status() != Some(JobStatus::Running) {
@@ -149,9 +210,7 @@ where
         }
         let now = self.clock.now();
 
-        // Collection (anchor §2.2): load the stored window, add this cycle's snapshot.
-        let mut history = self.state_store.get_collected_metrics(ctx).await.map_err(state_error)?;
-        let collected = match self.collector.collect(ctx, &history, now).await {
+        let collected = match self.collector.collect(ctx, &options, now).await {
             Ok(c) => c,
             Err(CollectError::NotReady(reason)) => {
                 let record = DecisionRecord::undecided(
@@ -169,149 +228,94 @@ where
             }
             Err(e) => return Err(cycle_error("collect", e)),
         };
-        let topology = collected.topology;
-        if history
-            .first_time()
-            .is_some_and(|first| collected.job_running_since > first)
-        {
-            // The job restarted or was rescaled since the first sample: that window is void.
-            self.state_store
-                .remove_collected_metrics(ctx)
-                .await
-                .map_err(state_error)?;
-            history.clear();
-        }
-        // Vertices whose busy time cannot be measured are never scaled (reference: legacy sources).
-        for (id, values) in &collected.metrics.vertex_metrics {
-            if values.get_or_absent(ScalingMetric::Load).is_nan()
-                && !options.vertex_exclude_ids.contains(&id.to_string())
-            {
-                options.vertex_exclude_ids.push(id.to_string());
+        let mut state = self.load_state(ctx).await?;
+        let mut changes = StateChanges::default();
+        let observation = cycle::observe(&mut state, &mut changes, collected, now, now, &options);
+        end.excluded = observation.excluded_vertices(&options);
+        let assessment = cycle::assess(&mut state, &mut changes, &observation, now, &options);
+        let (stabilizing, evaluated) = match assessment.stage {
+            Stage::InsufficientSamples => {
+                self.persist(ctx, &state, &changes).await?;
+                end.overrides = Some(state.parallelism_overrides);
+                end.config_changes = Some(state.config_changes);
+                self.state_store.flush(ctx).await.map_err(state_error)?;
+                let record = DecisionRecord::undecided(
+                    now,
+                    None,
+                    Some(&observation.topology),
+                    None,
+                    &options,
+                    assessment.scaling.restart_time,
+                    JobOutcome::NotReady,
+                    "insufficient_samples",
+                );
+                self.event_handler.handle_decision_record(ctx, &record).await;
+                return Ok(CycleOutcome::InsufficientSamples);
             }
-        }
-        history.insert(now, collected.metrics);
-        let status = window_status(
-            &history,
-            collected.job_running_since,
-            now,
-            options.stabilization_interval,
-            options.metrics_window,
-        );
-        if status.window_full {
-            history.remove_before(autoscaler_metrics::time::sub_saturating(now, options.metrics_window));
-        }
-        self.state_store
-            .store_collected_metrics(ctx, &history)
-            .await
-            .map_err(state_error)?;
-
-        let mut scaling_history = self.state_store.get_scaling_history(ctx).await.map_err(state_error)?;
-        let before = scaling_history.len();
-        scaling_history.retain(|id, _| topology.get(id.as_str()).is_some());
-        if scaling_history.len() != before {
-            self.state_store
-                .store_scaling_history(ctx, &scaling_history)
-                .await
-                .map_err(state_error)?;
-        }
-        let scaling_history = trim_scaling_history(&scaling_history, now, &options);
-        let mut tracking = trim_scaling_tracking(
-            &self.state_store.get_scaling_tracking(ctx).await.map_err(state_error)?,
-            now,
-            &options,
-        );
-        if record_restart_duration_if_tracked_and_parallelism_matches(
-            &mut tracking,
-            collected.job_running_since,
-            &topology,
-            &scaling_history,
-        ) {
-            self.state_store
-                .store_scaling_tracking(ctx, &tracking)
-                .await
-                .map_err(state_error)?;
-        }
-
-        let restart_time = max_restart_time_or_default(&tracking, &options);
-        if history.len() < 2 {
-            self.state_store.flush(ctx).await.map_err(state_error)?;
-            let record = DecisionRecord::undecided(
-                now,
-                None,
-                Some(&topology),
-                None,
-                &options,
-                restart_time,
-                JobOutcome::NotReady,
-                "insufficient_samples",
-            );
-            self.event_handler.handle_decision_record(ctx, &record).await;
-            return Ok(CycleOutcome::InsufficientSamples);
-        }
-
-        // Evaluation (anchor §2.3).
-        let evaluated = evaluate(&topology, &history, &options.evaluation_config(restart_time))
-            .map_err(|e| cycle_error("evaluate", e))?;
+            Stage::Failed(error) => {
+                self.persist(ctx, &state, &changes).await?;
+                end.overrides = Some(state.parallelism_overrides);
+                end.config_changes = Some(state.config_changes);
+                return Err(cycle_error("evaluate", error));
+            }
+            Stage::WindowNotFull { stabilizing, evaluated } => (Some(stabilizing), evaluated),
+            Stage::Ready(evaluated) => (None, evaluated),
+        };
         report_gauges(ctx, &evaluated);
         self.state_store
             .store_evaluated_metrics(ctx, &evaluated)
             .await
             .map_err(state_error)?;
-        if !status.window_full {
+        if let Some(stabilizing) = stabilizing {
+            self.persist(ctx, &state, &changes).await?;
+            end.overrides = Some(state.parallelism_overrides);
+            end.config_changes = Some(state.config_changes);
             self.state_store.flush(ctx).await.map_err(state_error)?;
             let record = DecisionRecord::undecided(
                 now,
                 None,
-                Some(&topology),
+                Some(&observation.topology),
                 Some(&evaluated),
                 &options,
-                restart_time,
+                assessment.scaling.restart_time,
                 JobOutcome::NotReady,
-                if status.stabilizing {
-                    "stabilizing"
-                } else {
-                    "window_not_full"
-                },
+                if stabilizing { "stabilizing" } else { "window_not_full" },
             );
             self.event_handler.handle_decision_record(ctx, &record).await;
-            return Ok(CycleOutcome::WindowNotFull {
-                stabilizing: status.stabilizing,
-            });
+            return Ok(CycleOutcome::WindowNotFull { stabilizing });
         }
 
-        // Decision (anchor §2.7).
-        let mut delayed = self
-            .state_store
-            .get_delayed_scale_down(ctx)
-            .await
-            .map_err(state_error)?;
-        let in_excluded_period = options.is_excluded_period(now).map_err(|e| cycle_error("options", e))?;
-        let input = DecisionInput {
+        let facts = DecisionFacts {
             now,
-            topology: &topology,
+            topology: &observation.topology,
             evaluated: &evaluated,
-            scaling_history: &scaling_history,
-            restart_time,
             options: &options,
-            in_excluded_period,
+            unmeasured: &observation.unmeasured,
             task_manager_cpu: ctx.task_manager_cpu(),
             task_manager_memory: ctx.task_manager_memory(),
         };
-        let decision = scaling::decide(&input, &mut delayed);
+        let restart_time = assessment.scaling.restart_time;
+        let decision = cycle::conclude(&mut state, &mut changes, assessment.scaling, &facts);
         // The decision explained, for the handler (beside the reference's events, which stay as they are).
-        let tpr = true_processing_rate_estimates(&topology, &history, &options.evaluation_config(restart_time));
+        let record_options = cycle::effective_options(&options, &observation.unmeasured);
+        let tpr = true_processing_rate_estimates(
+            &observation.topology,
+            &state.metric_history,
+            &options.evaluation_config(restart_time),
+        );
         let mut record = DecisionRecord::decided(&RecordInput {
             at: now,
             job: None,
-            topology: &topology,
+            topology: &observation.topology,
             evaluated: &evaluated,
             decision: &decision,
-            options: &options,
+            options: &record_options,
             restart_time,
             tpr: &tpr,
         });
-        if let Some(explanation) = autoscaler_metrics::root_cause::explain(&topology, &history) {
-            record.set_explanation(&topology, &explanation);
+        if let Some(explanation) = autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history)
+        {
+            record.set_explanation(&observation.topology, &explanation);
         }
         for event in &decision.events {
             match &event.report_header {
@@ -336,94 +340,65 @@ where
                 }
             }
         }
+        let reporter = ctx.metrics_reporter();
         for (id, summary) in &decision.summaries {
-            ctx.metrics_reporter().set_gauge(
-                &format!("{id}.RECOMMENDED_PARALLELISM.Current"),
+            reporter.set_vertex_gauge(
+                id,
+                ScalingMetric::RecommendedParallelism,
+                GaugeKind::Current,
                 f64::from(summary.new_parallelism),
             );
         }
         report_memory_recommendation(ctx, &decision);
+        self.persist(ctx, &state, &changes).await?;
+        end.overrides = Some(state.parallelism_overrides);
+        end.config_changes = Some(state.config_changes);
         if matches!(decision.outcome, DecisionOutcome::Scale) {
-            let mut full_history = self.state_store.get_scaling_history(ctx).await.map_err(state_error)?;
-            full_history.retain(|id, _| topology.get(id.as_str()).is_some());
-            record_scaling(&mut full_history, &mut tracking, now, &decision.summaries, &options);
-            let full_history = trim_scaling_history(&full_history, now, &options);
-            self.state_store
-                .store_scaling_history(ctx, &full_history)
-                .await
-                .map_err(state_error)?;
-            self.state_store
-                .store_scaling_tracking(ctx, &tracking)
-                .await
-                .map_err(state_error)?;
-            let overrides: ParallelismOverrides = evaluated
-                .vertices
-                .keys()
-                .filter_map(|id| {
-                    let current = topology.get(id.as_str())?.parallelism.get();
-                    let new = decision.summaries.get(id).map_or(current, |s| s.new_parallelism);
-                    Some((id.clone(), new))
-                })
-                .collect();
-            self.state_store
-                .store_parallelism_overrides(ctx, &overrides)
-                .await
-                .map_err(state_error)?;
-            self.state_store
-                .store_config_changes(ctx, &decision_config_changes(&decision))
-                .await
-                .map_err(state_error)?;
-            self.state_store
-                .store_delayed_scale_down(ctx, &delayed)
-                .await
-                .map_err(state_error)?;
-            ctx.metrics_reporter().increment_counter("scalings");
+            reporter.increment_counter("scalings");
         } else {
-            if delayed.updated {
-                self.state_store
-                    .store_delayed_scale_down(ctx, &delayed)
-                    .await
-                    .map_err(state_error)?;
-            }
-            ctx.metrics_reporter().increment_counter("balanced");
+            reporter.increment_counter("balanced");
         }
         self.state_store.flush(ctx).await.map_err(state_error)?;
         self.event_handler.handle_decision_record(ctx, &record).await;
         Ok(CycleOutcome::Decided(decision.outcome))
     }
 
-    /// While `memory.tuning.enabled`, hands the stored configuration changes (memory tuning's, from
-    /// the last executed scaling) to the realizer, every cycle (the reference's
-    /// `applyConfigOverrides`).
-    async fn apply_config_overrides(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
-        let enabled = AutoScalerOptions::from_configuration(ctx.configuration()).is_ok_and(|o| o.memory_tuning_enabled);
-        if !enabled {
+    /// While `memory.tuning.enabled`, hands the configuration changes (memory tuning's, from the
+    /// last executed scaling) to the realizer, every cycle (the reference's
+    /// `applyConfigOverrides`). They are the cycle's when it loaded the state, else they are read
+    /// from the store.
+    async fn apply_config_overrides(&self, ctx: &Ctx, end: CycleEnd) -> Result<(), AutoscalerError> {
+        if !end.memory_tuning_enabled {
             return Ok(());
         }
-        let changes = self.state_store.get_config_changes(ctx).await.map_err(state_error)?;
+        let changes = match end.config_changes {
+            Some(changes) => changes,
+            None => self.state_store.get_config_changes(ctx).await.map_err(state_error)?,
+        };
         self.realizer
             .realize_config_overrides(ctx, &changes)
             .await
             .map_err(|e| cycle_error("realize", e))
     }
 
-    /// Sends the stored overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
-    /// (the autoscaler wins, except for excluded vertices), to the realizer.
-    async fn apply_parallelism_overrides(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
-        let stored = self
-            .state_store
-            .get_parallelism_overrides(ctx)
-            .await
-            .map_err(state_error)?;
+    /// Sends the overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
+    /// (the autoscaler wins, except for the cycle's excluded vertices), to the realizer. The
+    /// overrides are the cycle's when it loaded the state, else they are read from the store.
+    async fn apply_parallelism_overrides(&self, ctx: &Ctx, end: &mut CycleEnd) -> Result<(), AutoscalerError> {
+        let stored = match end.overrides.take() {
+            Some(overrides) => overrides,
+            None => self
+                .state_store
+                .get_parallelism_overrides(ctx)
+                .await
+                .map_err(state_error)?,
+        };
         if stored.is_empty() {
             return Ok(());
         }
-        let excluded: Vec<String> = AutoScalerOptions::from_configuration(ctx.configuration())
-            .map(|o| o.vertex_exclude_ids)
-            .unwrap_or_default();
         let mut merged = user_overrides(ctx.configuration().get(PIPELINE_PARALLELISM_OVERRIDES));
         for (id, p) in stored {
-            if excluded.iter().any(|e| e == id.as_str()) && merged.contains_key(&id) {
+            if end.excluded.iter().any(|e| e == id.as_str()) && merged.contains_key(&id) {
                 continue;
             }
             merged.insert(id, p);
@@ -433,6 +408,19 @@ where
             .await
             .map_err(|e| cycle_error("realize", e))
     }
+}
+
+/// What the end of a cycle hands to the override re-application.
+#[derive(Debug, Default)]
+struct CycleEnd {
+    /// The overrides after the cycle, if it loaded the state (else they are read from the store).
+    overrides: Option<ParallelismOverrides>,
+    /// The vertices excluded from scaling this cycle.
+    excluded: Vec<String>,
+    /// The configuration changes after the cycle, if it loaded the state.
+    config_changes: Option<ConfigChanges>,
+    /// `memory.tuning.enabled` (false when the options do not parse).
+    memory_tuning_enabled: bool,
 }
 
 /// Parses the user's `vertex:parallelism,...` map, skipping malformed entries.
@@ -447,16 +435,6 @@ fn user_overrides(value: Option<&str>) -> ParallelismOverrides {
         .collect()
 }
 
-/// The configuration changes stored with an executed scaling: memory tuning's (empty when tuning
-/// is disabled, which undoes earlier tuning).
-fn decision_config_changes(decision: &crate::scaling::Decision) -> ConfigChanges {
-    decision
-        .memory_tuning
-        .as_ref()
-        .map(|t| t.changes.clone())
-        .unwrap_or_default()
-}
-
 /// One gauge per size memory tuning recommended ([`MemoryRecommendation::gauges`](crate::tuning::MemoryRecommendation::gauges)).
 fn report_memory_recommendation<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, decision: &crate::scaling::Decision) {
     if let Some(Ok(recommendation)) = decision.memory_tuning.as_ref().map(|t| &t.outcome) {
@@ -468,11 +446,14 @@ fn report_memory_recommendation<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, deci
 
 fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autoscaler_metrics::EvaluatedMetrics) {
     let reporter = ctx.metrics_reporter();
+    if !reporter.wants_gauges() {
+        return;
+    }
     for (id, metrics) in &evaluated.vertices {
         for (metric, value) in metrics.iter() {
-            reporter.set_gauge(&format!("{id}.{metric}.Current"), value.current);
+            reporter.set_vertex_gauge(id, metric, GaugeKind::Current, value.current);
             if metric.calculates_average() {
-                reporter.set_gauge(&format!("{id}.{metric}.Average"), value.average);
+                reporter.set_vertex_gauge(id, metric, GaugeKind::Average, value.average);
             }
         }
     }

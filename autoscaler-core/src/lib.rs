@@ -10,6 +10,7 @@ pub mod autoscaler;
 pub mod collector;
 pub mod config;
 pub mod context;
+pub mod cycle;
 pub mod duration;
 pub mod event;
 pub mod event_logging;
@@ -28,9 +29,11 @@ pub mod validator;
 /// Re-exported so platforms (and the facade's simulator and examples) implement the traits without a direct dependency.
 pub use async_trait::async_trait;
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
-pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector};
+pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 pub use config::Configuration;
-pub use context::{AutoscalerMetricsReporter, BasicJobContext, JobAutoScalerContext, JobStatus, NoopMetricsReporter};
+pub use context::{
+    AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
+};
 pub use event::{AutoScalerEventHandler, EventType};
 pub use event_logging::LoggingEventHandler;
 pub use job_autoscaler::{Clock, CycleOutcome, JobAutoScalerImpl, SystemClock};

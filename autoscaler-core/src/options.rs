@@ -20,6 +20,7 @@
 use crate::config::Configuration;
 use crate::duration::parse_duration;
 use crate::excluded_periods::{ExcludedPeriod, is_excluded};
+use autoscaler_metrics::collection::CollectionConfig;
 use autoscaler_metrics::{BusyTimeAggregator, EvaluationConfig};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -52,8 +53,8 @@ pub struct AutoScalerOptions {
     pub metrics_window: Duration,
     /// `stabilization.interval` (5 min).
     pub stabilization_interval: Duration,
-    /// `excluded.periods` ([]), raw expressions.
-    pub excluded_periods: Vec<String>,
+    /// `excluded.periods` ([]), parsed once with the options (each keeps its expression).
+    pub excluded_periods: Vec<ExcludedPeriod>,
     /// `utilization.target` (0.7).
     pub utilization_target: f64,
     /// `target.utilization.boundary` (0.3).
@@ -354,8 +355,8 @@ impl AutoScalerOptions {
     ///
     /// `utilization.max`, `utilization.min` and the quotas stay `None` unless some key of them is
     /// set (the reference reads them with `getOptional`). The alignment mode is resolved as
-    /// [`resolve_alignment_mode`] describes. Every `excluded.periods` entry must parse, so that
-    /// [`AutoScalerOptions::is_excluded_period`] cannot fail later.
+    /// [`resolve_alignment_mode`] describes. Every `excluded.periods` entry is parsed here, once, so
+    /// that [`AutoScalerOptions::is_excluded_period`] is a plain check.
     ///
     /// # Errors
     /// [`OptionsError::InvalidValue`] naming the first key whose value does not parse.
@@ -371,11 +372,14 @@ impl AutoScalerOptions {
             |name: &str, default: Duration| Ok::<_, OptionsError>(read(conf, name, parse_duration)?.unwrap_or(default));
         let list = |name: &str| Ok::<_, OptionsError>(read(conf, name, parse_list)?.unwrap_or_default());
 
-        let excluded_periods = list("excluded.periods")?;
-        if let Some(bad) = excluded_periods.iter().find_map(|e| ExcludedPeriod::parse(e).err()) {
-            let (key, value) = lookup(conf, "excluded.periods").unwrap_or_default();
-            return Err(invalid(&key, value, bad.to_string()));
-        }
+        let excluded_periods = list("excluded.periods")?
+            .iter()
+            .map(|e| ExcludedPeriod::parse(e))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|bad| {
+                let (key, value) = lookup(conf, "excluded.periods").unwrap_or_default();
+                invalid(&key, value, bad.to_string())
+            })?;
 
         let task_slots = read_plain(conf, "taskmanager.numberOfTaskSlots", parse_int)?.unwrap_or(1);
         let task_slots_per_task_manager = u32::try_from(task_slots).map_err(|_| {
@@ -507,19 +511,17 @@ impl AutoScalerOptions {
     }
 
     /// Whether `now` lies in one of the `excluded.periods` (evaluated in UTC).
-    ///
-    /// # Errors
-    /// [`OptionsError::InvalidValue`] for an entry that does not parse; never for options built by
-    /// [`AutoScalerOptions::from_configuration`], which rejects those up front.
-    pub fn is_excluded_period(&self, now: DateTime<Utc>) -> Result<bool, OptionsError> {
-        let periods = self
-            .excluded_periods
-            .iter()
-            .map(|e| {
-                ExcludedPeriod::parse(e).map_err(|err| invalid("job.autoscaler.excluded.periods", e, err.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(is_excluded(&periods, now))
+    pub fn is_excluded_period(&self, now: DateTime<Utc>) -> bool {
+        is_excluded(&self.excluded_periods, now)
+    }
+
+    /// The options the conversion of Flink metrics into scaling metrics reads.
+    pub fn collection_config(&self) -> CollectionConfig {
+        CollectionConfig {
+            busy_time_aggregator: self.busy_time_aggregator,
+            observed_tpr_lag_threshold: self.observed_tpr_lag_threshold,
+            observed_tpr_min_observations: self.observed_tpr_min_observations,
+        }
     }
 }
 
@@ -923,7 +925,8 @@ mod tests {
         assert!(!o.scaling_enabled);
         assert_eq!(o.metrics_window, Duration::from_secs(600));
         assert_eq!(o.stabilization_interval, Duration::from_secs(60));
-        assert_eq!(o.excluded_periods, ["10:00-11:00", "* * * ? * 2"]);
+        let expressions: Vec<&str> = o.excluded_periods.iter().map(ExcludedPeriod::expression).collect();
+        assert_eq!(expressions, ["10:00-11:00", "* * * ? * 2"]);
         assert_eq!(o.utilization_target, 0.8);
         assert_eq!(o.target_utilization_boundary, 0.1);
         assert_eq!((o.utilization_max, o.utilization_min), (Some(0.95), Some(0.2)));
@@ -1247,18 +1250,26 @@ mod tests {
     }
 
     #[test]
+    fn collection_config_defaults_and_falls_back_to_legacy_keys() {
+        assert_eq!(options(&[]).collection_config(), CollectionConfig::default());
+        let o = options(&[
+            ("kubernetes.operator.job.autoscaler.metrics.busy-time.aggregator", "avg"),
+            ("job.autoscaler.observed-true-processing-rate.min-observations", "3"),
+            ("job.autoscaler.observed-true-processing-rate.lag-threshold", "1 min"),
+        ]);
+        let c = o.collection_config();
+        assert_eq!(c.busy_time_aggregator, BusyTimeAggregator::Avg);
+        assert_eq!(c.observed_tpr_min_observations, 3);
+        assert_eq!(c.observed_tpr_lag_threshold, Duration::from_secs(60));
+    }
+
+    #[test]
     fn excluded_periods_are_checked_in_utc() {
         let o = options(&[("job.autoscaler.excluded.periods", "* * * ? * 2,5 && 14:01:20-16:00:00")]);
         let thursday = Utc.with_ymd_and_hms(2023, 12, 14, 14, 1, 30).unwrap();
-        assert_eq!(o.is_excluded_period(thursday), Ok(true));
-        assert_eq!(o.is_excluded_period(thursday - chrono::Duration::days(1)), Ok(false));
-        assert_eq!(options(&[]).is_excluded_period(thursday), Ok(false));
-        // Built by hand, a bad entry surfaces when it is evaluated.
-        let by_hand = AutoScalerOptions {
-            excluded_periods: vec!["nope".into()],
-            ..AutoScalerOptions::default()
-        };
-        assert!(by_hand.is_excluded_period(thursday).is_err());
+        assert!(o.is_excluded_period(thursday));
+        assert!(!o.is_excluded_period(thursday - chrono::Duration::days(1)));
+        assert!(!options(&[]).is_excluded_period(thursday));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use metric::{
     MetricValues, ScalingMetric, round_half_up, round_metric,
 };
 pub use topology::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexInfo, VertexSpec};
-pub use window::{WindowStatus, apply_window, discard_before_restart, window_status};
+pub use window::{WindowStatus, apply_window, discard_before_restart, voids_history, window_and_trim, window_status};
 
 /// Result alias of this crate.
 pub type Result<T, E = MetricsError> = std::result::Result<T, E>;

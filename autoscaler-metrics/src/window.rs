@@ -62,13 +62,11 @@ pub fn window_status(
     }
 }
 
-/// Applies the reference's collection-time windowing to `history`, which must already hold the
-/// snapshot collected at `now` as its latest entry (replay-format §3.3 steps 2 and 3):
+/// Applies the reference's collection-time windowing to a recorded `history`, whose latest entry is
+/// the snapshot collected at `now` (replay-format §3.3 steps 2 and 3):
 ///
-/// 1. if the job (re)started after the first snapshot, every snapshot but the latest is discarded
-///    (the reference clears the stored history before adding the new sample);
-/// 2. the [`window_status`] is computed on what is left;
-/// 3. if the window is full, snapshots strictly before `now - window` are discarded.
+/// 1. [`discard_before_restart`];
+/// 2. [`window_and_trim`] on what is left.
 ///
 /// Returns the window status; evaluation needs at least 2 remaining snapshots.
 pub fn apply_window(
@@ -79,6 +77,19 @@ pub fn apply_window(
     window: Duration,
 ) -> WindowStatus {
     discard_before_restart(history, job_running_since);
+    window_and_trim(history, job_running_since, now, stabilization, window)
+}
+
+/// Computes the [`window_status`] of `history` (which already holds the snapshot collected at
+/// `now`) and, when the window is full, discards the snapshots strictly before `now - window`
+/// (the reference's `removeMetricsBefore(now - metricWindowSize)`).
+pub fn window_and_trim(
+    history: &mut MetricHistory,
+    job_running_since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    stabilization: Duration,
+    window: Duration,
+) -> WindowStatus {
     let status = window_status(history, job_running_since, now, stabilization, window);
     if status.window_full {
         history.remove_before(sub_saturating(now, window));
@@ -86,11 +97,18 @@ pub fn apply_window(
     status
 }
 
-/// Drops every snapshot but the latest when the job switched to RUNNING after the first snapshot
-/// (reference: `jobRunningTs.isAfter(metricHistory.firstKey())` clears the history).
+/// The restart rule: a stored window is void when the job switched to RUNNING after its first
+/// snapshot (reference: `jobRunningTs.isAfter(metricHistory.firstKey())`, which clears the history
+/// before the new sample is added). An empty history is never void.
+pub fn voids_history(history: &MetricHistory, job_running_since: DateTime<Utc>) -> bool {
+    history.first_time().is_some_and(|first| job_running_since > first)
+}
+
+/// [`voids_history`] on a recorded history whose latest snapshot is the one collected now: every
+/// snapshot but the latest is dropped.
 pub fn discard_before_restart(history: &mut MetricHistory, job_running_since: DateTime<Utc>) {
-    if let (Some(first), Some(latest)) = (history.first_time(), history.latest_time())
-        && job_running_since > first
+    if voids_history(history, job_running_since)
+        && let Some(latest) = history.latest_time()
     {
         history.remove_before(latest);
     }

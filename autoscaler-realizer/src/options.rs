@@ -1,10 +1,9 @@
 //! The configuration the REST adapters read. The `job.autoscaler.*` options come from
-//! [`AutoScalerOptions`] (reference defaults, legacy fallback keys); the Flink keys below are read
+//! [`AutoScalerOptions`](autoscaler_core::AutoScalerOptions) (reference defaults, legacy fallback keys); the Flink keys below are read
 //! here.
 
 use autoscaler_core::duration::parse_duration;
-use autoscaler_core::{AutoScalerOptions, Configuration, OptionsError};
-use autoscaler_metrics::collection::CollectionConfig;
+use autoscaler_core::{Configuration, OptionsError};
 use std::time::Duration;
 
 /// `jobmanager.scheduler`: must be `adaptive` for the rescale API.
@@ -52,29 +51,6 @@ pub fn flink_cluster_rest_url(conf: &Configuration) -> Result<String, OptionsErr
     })
 }
 
-/// The autoscaler options metric collection needs.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct CollectorOptions {
-    /// `stabilization.interval` (5 min).
-    pub stabilization_interval: Duration,
-    /// The conversion options.
-    pub collection: CollectionConfig,
-}
-
-impl CollectorOptions {
-    pub(crate) fn from_configuration(conf: &Configuration) -> Result<Self, OptionsError> {
-        let options = AutoScalerOptions::from_configuration(conf)?;
-        Ok(Self {
-            stabilization_interval: options.stabilization_interval,
-            collection: CollectionConfig {
-                busy_time_aggregator: options.busy_time_aggregator,
-                observed_tpr_lag_threshold: options.observed_tpr_lag_threshold,
-                observed_tpr_min_observations: options.observed_tpr_min_observations,
-            },
-        })
-    }
-}
-
 /// `job.autoscaler.flink.rest-client.timeout` (10 s), read alone: another option's bad value is
 /// the autoscaler's to report for that job, not a reason to fail a REST call.
 pub(crate) fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsError> {
@@ -103,27 +79,6 @@ pub(crate) fn optional_duration(conf: &Configuration, key: &str) -> Result<Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_metrics::BusyTimeAggregator;
-
-    #[test]
-    fn collector_options_default_and_fall_back_to_legacy_keys() {
-        let defaults = CollectorOptions::from_configuration(&Configuration::new()).expect("defaults");
-        assert_eq!(defaults.stabilization_interval, Duration::from_secs(300));
-        assert_eq!(defaults.collection, CollectionConfig::default());
-
-        let conf = Configuration::from_iter([
-            ("kubernetes.operator.job.autoscaler.stabilization.interval", "1 min"),
-            ("job.autoscaler.metrics.busy-time.aggregator", "avg"),
-            ("job.autoscaler.observed-true-processing-rate.min-observations", "3"),
-        ]);
-        let o = CollectorOptions::from_configuration(&conf).expect("valid");
-        assert_eq!(o.stabilization_interval, Duration::from_secs(60));
-        assert_eq!(o.collection.busy_time_aggregator, BusyTimeAggregator::Avg);
-        assert_eq!(o.collection.observed_tpr_min_observations, 3);
-
-        let bad = Configuration::from_iter([("job.autoscaler.metrics.busy-time.aggregator", "median")]);
-        assert!(CollectorOptions::from_configuration(&bad).is_err());
-    }
 
     #[test]
     fn optional_durations_parse_in_flink_syntax() {

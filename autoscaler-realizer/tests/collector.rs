@@ -3,7 +3,7 @@
 
 mod common;
 
-use autoscaler_core::{CollectError, Configuration, MetricsCollector};
+use autoscaler_core::{AutoScalerOptions, CollectError, CollectedJobMetrics, Configuration, MetricsCollector};
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, ShipStrategy};
 use autoscaler_realizer::RestMetricsCollector;
 use chrono::{DateTime, TimeDelta, Utc};
@@ -59,8 +59,22 @@ async fn requests_to(server: &MockServer, at: &str, listing: bool) -> usize {
         .count()
 }
 
-fn vertex<'a>(metrics: &'a CollectedMetrics, id: &str) -> &'a MetricValues {
-    metrics.vertex(id).unwrap_or_else(|| panic!("metrics of {id}"))
+fn vertex(metrics: &CollectedMetrics, id: &str) -> MetricValues {
+    *metrics.vertex(id).unwrap_or_else(|| panic!("metrics of {id}"))
+}
+
+/// The job's options, as the cycle parses them once and hands them to the collector.
+fn opts(ctx: &Ctx) -> AutoScalerOptions {
+    AutoScalerOptions::from_configuration(&ctx.configuration).expect("valid options")
+}
+
+/// The collection converted as the cycle converts it on an empty window.
+fn scaling(collected: &CollectedJobMetrics) -> CollectedMetrics {
+    collected.metrics.clone().into_scaling_metrics(
+        &collected.topology,
+        &AutoScalerOptions::default(),
+        &MetricHistory::new(),
+    )
 }
 
 #[tokio::test]
@@ -71,7 +85,7 @@ async fn collects_topology_and_metrics_of_the_recorded_job() {
     let collector = RestMetricsCollector::<String>::new();
 
     let collected = collector
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("collection succeeds");
 
@@ -89,7 +103,7 @@ async fn collects_topology_and_metrics_of_the_recorded_job() {
     assert_eq!(keyed.inputs[0].1, ShipStrategy::Hash);
     assert_eq!(topology.get(SOURCE).map(|v| v.num_source_partitions), Some(0));
 
-    let m = &collected.metrics;
+    let m = &scaling(&collected);
     // Source: busy 43 ms/s -> 0.043; no pendingRecords -> lag 0; read-records 0 falls back to the
     // operator's numRecordsIn 66014; not catching up (0 < 30 s x 1001.8/s) and no history -> NaN.
     let source = vertex(m, SOURCE);
@@ -141,10 +155,10 @@ async fn the_recorded_job_names_expensive_keyed_as_its_bottleneck() {
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     let collected = RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("collection succeeds");
-    let history: MetricHistory = [(stable_now(), collected.metrics)].into_iter().collect();
+    let history: MetricHistory = [(stable_now(), scaling(&collected))].into_iter().collect();
     let explanation = explain(&collected.topology, &history).expect("backpressure collected");
     assert_eq!(explanation.bottlenecks, vec![KEYED.into()]);
     for victim in [SOURCE, PARSE] {
@@ -160,10 +174,9 @@ async fn metric_names_are_listed_once_then_only_sources_are_relisted() {
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     let collector = RestMetricsCollector::<String>::new();
-    let history = MetricHistory::new();
 
     collector
-        .collect(&ctx, &history, stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("first cycle");
     assert_eq!(requests_to(&server, &subtask_metrics_path(SOURCE), true).await, 1);
@@ -178,7 +191,7 @@ async fn metric_names_are_listed_once_then_only_sources_are_relisted() {
     );
 
     collector
-        .collect(&ctx, &history, stable_now() + TimeDelta::seconds(10))
+        .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(10))
         .await
         .expect("second cycle");
     assert_eq!(requests_to(&server, &subtask_metrics_path(SOURCE), true).await, 2);
@@ -189,7 +202,7 @@ async fn metric_names_are_listed_once_then_only_sources_are_relisted() {
     MetricsCollector::<String, Ctx>::cleanup(&collector, &JOB.to_owned()).await;
     assert!(collector.cached_metric_names(&JOB.to_owned()).is_none());
     collector
-        .collect(&ctx, &history, stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("third cycle");
     assert_eq!(requests_to(&server, &subtask_metrics_path(KEYED), true).await, 2);
@@ -214,11 +227,11 @@ async fn missing_required_metric_is_not_ready_while_stabilizing_and_an_error_aft
     let collector = RestMetricsCollector::<String>::new();
 
     let early = running_since() + TimeDelta::minutes(1);
-    match collector.collect(&ctx, &MetricHistory::new(), early).await {
+    match collector.collect(&ctx, &opts(&ctx), early).await {
         Err(CollectError::NotReady(reason)) => assert!(reason.contains("backPressuredTimeMsPerSecond"), "{reason}"),
         other => panic!("expected NotReady, got {other:?}"),
     }
-    match collector.collect(&ctx, &MetricHistory::new(), stable_now()).await {
+    match collector.collect(&ctx, &opts(&ctx), stable_now()).await {
         Err(CollectError::MetricNotFound { metric, vertex }) => {
             assert_eq!(metric, "backPressuredTimeMsPerSecond");
             assert_eq!(vertex, SOURCE);
@@ -229,7 +242,7 @@ async fn missing_required_metric_is_not_ready_while_stabilizing_and_an_error_aft
     let short = Configuration::from_iter([("job.autoscaler.stabilization.interval", "30 s")]);
     let ctx = common::ctx(client(&server), short);
     assert!(matches!(
-        collector.collect(&ctx, &MetricHistory::new(), early).await,
+        collector.collect(&ctx, &opts(&ctx), early).await,
         Err(CollectError::MetricNotFound { .. })
     ));
 }
@@ -250,20 +263,20 @@ async fn an_empty_answer_leaves_the_vertex_unmeasured_and_relists_its_names() {
     let collector = RestMetricsCollector::<String>::new();
 
     let first = collector
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("[] is not an error");
     // Without busy time the load is NaN (the autoscaler excludes the vertex), never 0.
     assert!(
-        vertex(&first.metrics, KEYED)
+        vertex(&scaling(&first), KEYED)
             .get(ScalingMetric::Load)
             .is_some_and(f64::is_nan)
     );
-    assert!(!vertex(&first.metrics, KEYED).contains(ScalingMetric::NumRecordsInPerSecond));
-    assert_eq!(vertex(&first.metrics, PARSE).get(ScalingMetric::Load), Some(0.016));
+    assert!(!vertex(&scaling(&first), KEYED).contains(ScalingMetric::NumRecordsInPerSecond));
+    assert_eq!(vertex(&scaling(&first), PARSE).get(ScalingMetric::Load), Some(0.016));
 
     let second = collector
-        .collect(&ctx, &MetricHistory::new(), stable_now() + TimeDelta::seconds(10))
+        .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(10))
         .await
         .expect("second cycle");
     assert_eq!(
@@ -271,7 +284,7 @@ async fn an_empty_answer_leaves_the_vertex_unmeasured_and_relists_its_names() {
         2,
         "names relisted"
     );
-    assert_eq!(vertex(&second.metrics, KEYED).get(ScalingMetric::Load), Some(1.0));
+    assert_eq!(vertex(&scaling(&second), KEYED).get(ScalingMetric::Load), Some(1.0));
 }
 
 #[tokio::test]
@@ -310,11 +323,11 @@ async fn pending_records_of_a_source_are_summed_into_the_lag() {
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     let collected = RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("collection succeeds");
 
-    let source = vertex(&collected.metrics, SOURCE);
+    let source = vertex(&scaling(&collected), SOURCE);
     // 40000 + 20000 pending records.
     assert_eq!(source.get(ScalingMetric::Lag), Some(60_000.0));
     // Lag 60000 >= 30 s x 1000/s: catching up, so 1000 / (1 - 500/1000) = 2000.
@@ -335,7 +348,7 @@ async fn a_job_that_vanished_between_cycles_is_not_ready() {
         .await;
     let ctx = ctx(client(&server), Configuration::new());
     match RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
     {
         Err(CollectError::NotReady(reason)) => assert!(reason.contains("no longer known"), "{reason}"),
@@ -353,7 +366,7 @@ async fn a_job_that_vanished_between_cycles_is_not_ready() {
     let ctx = common::ctx(client(&server), Configuration::new());
     assert!(matches!(
         RestMetricsCollector::<String>::new()
-            .collect(&ctx, &MetricHistory::new(), stable_now())
+            .collect(&ctx, &opts(&ctx), stable_now())
             .await,
         Err(CollectError::NotReady(_))
     ));
@@ -372,7 +385,7 @@ async fn other_server_errors_fail_the_collection_naming_the_endpoint() {
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     match RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
     {
         Err(CollectError::Failed(message)) => {
@@ -395,7 +408,7 @@ async fn missing_task_manager_metrics_fail_the_collection() {
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     match RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
     {
         Err(CollectError::Failed(message)) => assert_eq!(message, "Missing required TM metrics"),
@@ -433,14 +446,10 @@ async fn without_gc_metrics_the_base_set_is_used_and_the_probe_is_cached() {
     let collector = RestMetricsCollector::<String>::new();
     for cycle in 0..2 {
         let collected = collector
-            .collect(
-                &ctx,
-                &MetricHistory::new(),
-                stable_now() + TimeDelta::seconds(10 * cycle),
-            )
+            .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(10 * cycle))
             .await
             .expect("heap metrics suffice");
-        let g = &collected.metrics.global_metrics;
+        let g = &scaling(&collected).global_metrics;
         assert!(!g.contains(ScalingMetric::GcPressure));
         assert_eq!(g.get(ScalingMetric::HeapMaxUsageRatio), Some(0.5));
         assert_eq!(g.get(ScalingMetric::HeapMemoryUsed), Some(100.0));
@@ -450,61 +459,38 @@ async fn without_gc_metrics_the_base_set_is_used_and_the_probe_is_cached() {
 }
 
 #[tokio::test]
-async fn a_restart_since_the_oldest_sample_voids_history_and_caches() {
+async fn a_new_running_since_drops_the_caches() {
     let server = MockServer::start().await;
+    // The first answer of the job details says the job switched to RUNNING a minute later: a
+    // restart (or rescale) between the first and the second collection.
+    let mut restarted: serde_json::Value = serde_json::from_str(&fixture("job-details")).expect("fixture is JSON");
+    restarted["timestamps"]["RUNNING"] = serde_json::json!(RUNNING_SINCE_MS + 60_000);
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     let collector = RestMetricsCollector::<String>::new();
     let now = stable_now();
+    let first = collector.collect(&ctx, &opts(&ctx), now).await.expect("first cycle");
+    assert_eq!(first.job_running_since, running_since());
     collector
-        .collect(&ctx, &MetricHistory::new(), now)
+        .collect(&ctx, &opts(&ctx), now + TimeDelta::seconds(10))
         .await
-        .expect("first cycle");
+        .expect("same run");
+    // The same run: only the sources were listed again.
+    assert_eq!(requests_to(&server, &subtask_metrics_path(KEYED), true).await, 1);
 
-    // Two observed-TPR samples of 500 taken before the job last (re)started.
-    let sample = CollectedMetrics {
-        vertex_metrics: [(
-            SOURCE.into(),
-            MetricValues::from_iter([(ScalingMetric::ObservedTpr, 500.0)]),
-        )]
-        .into(),
-        ..Default::default()
-    };
-    let old: MetricHistory = [
-        (running_since() - TimeDelta::minutes(2), sample.clone()),
-        (running_since() - TimeDelta::minutes(1), sample),
-    ]
-    .into_iter()
-    .collect();
-    let collected = collector.collect(&ctx, &old, now).await.expect("second cycle");
-    // The stale average (500) is not carried forward, and every vertex was listed again.
-    assert!(
-        vertex(&collected.metrics, SOURCE)
-            .get(ScalingMetric::ObservedTpr)
-            .is_some_and(f64::is_nan)
-    );
+    Mock::given(method("GET"))
+        .and(path(format!("/jobs/{JOB}")))
+        .respond_with(json(200, &restarted.to_string()))
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    let after = collector
+        .collect(&ctx, &opts(&ctx), now + TimeDelta::seconds(20))
+        .await
+        .expect("after the restart");
+    assert_eq!(after.job_running_since, running_since() + TimeDelta::minutes(1));
+    // A new run: every vertex was listed again.
     assert_eq!(requests_to(&server, &subtask_metrics_path(KEYED), true).await, 2);
-
-    // Samples of the current run are averaged (min-observations 2).
-    let sample = |tpr: f64| CollectedMetrics {
-        vertex_metrics: [(
-            SOURCE.into(),
-            MetricValues::from_iter([(ScalingMetric::ObservedTpr, tpr)]),
-        )]
-        .into(),
-        ..Default::default()
-    };
-    let current: MetricHistory = [
-        (running_since() + TimeDelta::minutes(1), sample(400.0)),
-        (running_since() + TimeDelta::minutes(2), sample(600.0)),
-    ]
-    .into_iter()
-    .collect();
-    let collected = collector.collect(&ctx, &current, now).await.expect("third cycle");
-    assert_eq!(
-        vertex(&collected.metrics, SOURCE).get(ScalingMetric::ObservedTpr),
-        Some(500.0)
-    );
 }
 
 #[tokio::test]
@@ -516,7 +502,7 @@ async fn an_empty_plan_is_not_ready() {
     let ctx = ctx(client(&server), Configuration::new());
     assert!(matches!(
         RestMetricsCollector::<String>::new()
-            .collect(&ctx, &MetricHistory::new(), stable_now())
+            .collect(&ctx, &opts(&ctx), stable_now())
             .await,
         Err(CollectError::NotReady(_))
     ));
@@ -544,7 +530,7 @@ async fn the_plan_is_fetched_when_the_details_lack_it() {
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     let collected = RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("collection succeeds");
     assert_eq!(collected.topology.len(), 4);
@@ -572,15 +558,11 @@ async fn a_finished_vertex_is_never_queried_and_reports_zeros() {
 
     for cycle in 0..2 {
         let collected = collector
-            .collect(
-                &ctx,
-                &MetricHistory::new(),
-                stable_now() + TimeDelta::seconds(10 * cycle),
-            )
+            .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(10 * cycle))
             .await
             .expect("collection succeeds");
         assert!(collected.topology.get(SINK).is_some_and(|v| v.finished));
-        let sink = vertex(&collected.metrics, SINK);
+        let sink = vertex(&scaling(&collected), SINK);
         assert_eq!(sink.get(ScalingMetric::Load), Some(0.0));
         assert_eq!(sink.get(ScalingMetric::NumRecordsIn), Some(0.0));
         assert_eq!(sink.get(ScalingMetric::NumRecordsOut), Some(0.0));
@@ -602,7 +584,7 @@ async fn a_stabilization_interval_of_100000000_days_does_not_overflow() {
     let conf = Configuration::from_iter([("job.autoscaler.stabilization.interval", "100000000 d")]);
     let ctx = ctx(client(&server), conf);
     let collected = RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("still stabilizing, but the metrics are all there");
     assert_eq!(collected.topology.len(), 4);
@@ -618,7 +600,7 @@ async fn a_running_timestamp_at_the_end_of_time_does_not_overflow() {
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
     let collected = RestMetricsCollector::<String>::new()
-        .collect(&ctx, &MetricHistory::new(), stable_now())
+        .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("a job that started 'in the future' is collected as stabilizing");
     assert_eq!(collected.job_running_since.timestamp_millis(), max_ms);

@@ -9,7 +9,7 @@
 //! FLINK_REST_URL=http://127.0.0.1:18081 cargo test -p autoscaler-realizer --test real_flink -- --ignored --nocapture
 //! ```
 
-use autoscaler_core::{Configuration, JobListFetcher, JobStatus, MetricsCollector, ScalingRealizer};
+use autoscaler_core::{AutoScalerOptions, Configuration, JobListFetcher, JobStatus, MetricsCollector, ScalingRealizer};
 use autoscaler_metrics::{MetricHistory, ScalingMetric, VertexId};
 use autoscaler_realizer::{
     FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer, RestClientConfig, RestMetricsCollector,
@@ -41,9 +41,13 @@ async fn collect_and_rescale_on_a_real_cluster() {
     for ctx in jobs.iter().filter(|c| c.job_status == Some(JobStatus::Running)) {
         for _ in 0..2 {
             let now = Utc::now();
-            let collected = collector.collect(ctx, &history, now).await.expect("collection");
+            let options = AutoScalerOptions::from_configuration(&ctx.configuration).expect("valid options");
+            let collected = collector.collect(ctx, &options, now).await.expect("collection");
+            let metrics = collected
+                .metrics
+                .into_scaling_metrics(&collected.topology, &options, &history);
             for vertex in collected.topology.vertices() {
-                let m = collected.metrics.vertex(vertex.id.as_str());
+                let m = metrics.vertex(vertex.id.as_str());
                 eprintln!(
                     "{} {:?} p={} LOAD={:?} IN={:?} IN/s={:?} LAG={:?} OBSERVED_TPR={:?}",
                     vertex.id,
@@ -58,8 +62,8 @@ async fn collect_and_rescale_on_a_real_cluster() {
                 let load = m.and_then(|m| m.get(ScalingMetric::Load));
                 assert!(load.is_some_and(|l| l.is_nan() || (0.0..=1.0).contains(&l)), "{load:?}");
             }
-            eprintln!("global: {:?}", collected.metrics.global_metrics);
-            history.insert(now, collected.metrics);
+            eprintln!("global: {:?}", metrics.global_metrics);
+            history.insert(now, metrics);
             tokio::time::sleep(Duration::from_secs(2)).await;
         }
         if let Ok(spec) = std::env::var("FLINK_RESCALE_VERTEX") {

@@ -6,11 +6,11 @@
 
 use super::{RecordedMetrics, Recorder};
 use crate::status::DecisionBoard;
-use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector};
+use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 use autoscaler_core::record::DecisionRecord;
 use autoscaler_core::state::ScalingSummary;
-use autoscaler_core::{AutoScalerEventHandler, EventType, JobAutoScalerContext, async_trait};
-use autoscaler_metrics::{MetricHistory, VertexId};
+use autoscaler_core::{AutoScalerEventHandler, AutoScalerOptions, EventType, JobAutoScalerContext, async_trait};
+use autoscaler_metrics::VertexId;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -39,10 +39,10 @@ where
     async fn collect(
         &self,
         ctx: &Ctx,
-        history: &MetricHistory,
+        options: &AutoScalerOptions,
         now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
-        let collected = self.inner.collect(ctx, history, now).await?;
+        let collected = self.inner.collect(ctx, options, now).await?;
         let job = ctx.job_key().to_string();
         if let Err(error) = self.recorder.record_collection(
             &job,
@@ -52,7 +52,10 @@ where
             collected.job_running_since,
             ctx.task_manager_cpu(),
             ctx.task_manager_memory(),
-            RecordedMetrics::Scaling(collected.metrics.clone()),
+            match &collected.metrics {
+                MetricsSnapshot::Flink(raw) => RecordedMetrics::Flink(raw.clone()),
+                MetricsSnapshot::Scaling(metrics) => RecordedMetrics::Scaling(metrics.clone()),
+            },
         ) {
             tracing::warn!(%job, %error, "cannot record the collection");
         }

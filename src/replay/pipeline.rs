@@ -1,15 +1,13 @@
-//! The replay pipeline: state loading, window, evaluation, decision (replay-format §3.3-3.5).
+//! The replay pipeline: the live cycle's steps on a recorded scenario (replay-format §3.3-3.5).
 
 use super::output::{self, number};
 use super::scenario::{Scenario, ScenarioError, ScenarioInput};
-use autoscaler_core::scaling::{
-    self, CycleEvent, Decision, DecisionInput, max_restart_time_or_default,
-    record_restart_duration_if_tracked_and_parallelism_matches, trim_scaling_history, trim_scaling_tracking,
-};
-use autoscaler_core::{AutoScalerOptions, DelayedScaleDown, EventType, OptionsError};
+use autoscaler_core::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
+use autoscaler_core::scaling::{CycleEvent, Decision};
+use autoscaler_core::{AutoScalerOptions, CollectedJobMetrics, DelayedScaleDown, MetricsSnapshot, OptionsError};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, JobTopology, MetricHistory, ScalingMetric,
-    compute_processing_rate_thresholds, evaluate, window_status,
+    compute_processing_rate_thresholds,
 };
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -111,118 +109,117 @@ fn complete_evaluated(
     out
 }
 
-/// Runs the scenario's cycle and returns the result document.
+/// Runs the scenario's cycle and returns the result document: the steps of
+/// [`autoscaler_core::cycle`] on the scenario's state, exactly as a live cycle runs them.
 pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
     let options = AutoScalerOptions::from_configuration(&s.config).map_err(options_error)?;
-    let in_excluded_period = options.is_excluded_period(s.now).map_err(options_error)?;
-
-    // §3.3 step 1: state loading.
-    let history = trim_scaling_history(&s.scaling_history, s.now, &options);
-    let mut tracking = trim_scaling_tracking(&s.scaling_tracking, s.now, &options);
-    if let Some(running_since) = s.job.running_since {
-        record_restart_duration_if_tracked_and_parallelism_matches(&mut tracking, running_since, &s.topology, &history);
-    }
-    let restart_time = max_restart_time_or_default(&tracking, &options);
+    let mut state = JobState {
+        metric_history: MetricHistory::new(),
+        scaling_history: s.scaling_history.clone(),
+        scaling_tracking: s.scaling_tracking.clone(),
+        delayed_scale_down: s.delayed_scale_down.clone(),
+        parallelism_overrides: Default::default(),
+        config_changes: Default::default(),
+    };
+    let mut changes = StateChanges::default();
 
     let mut result = Map::new();
     result.insert("format".into(), Value::from(output::RESULT_FORMAT));
-    let mut delayed: DelayedScaleDown = s.delayed_scale_down.clone();
     let mut events: Vec<Value> = Vec::new();
-    // The evaluation window, for the decision record's estimates and root cause.
-    let mut window: Option<MetricHistory> = None;
 
-    let evaluated = match &s.input {
+    let (scaling, evaluated, unmeasured) = match &s.input {
         ScenarioInput::Evaluated(given) => {
+            // §3.4: state loading, then the decision on the completed metrics.
             result.insert("explanation".into(), Value::Null);
-            complete_evaluated(given, &s.topology, &options, restart_time)
+            let scaling = cycle::load_scaling_state(
+                &mut state,
+                &mut changes,
+                &s.topology,
+                s.job.running_since,
+                s.now,
+                &options,
+            );
+            let evaluated = complete_evaluated(given, &s.topology, &options, scaling.restart_time);
+            (scaling, evaluated, Vec::new())
         }
         ScenarioInput::Metrics(snapshots) => {
-            let running_since = s.job.running_since.unwrap_or(s.now);
-            // Step 2: a restart after the first snapshot invalidates all but the last one.
-            let restarted = snapshots.first().is_some_and(|(at, _)| running_since > *at);
-            let kept = if restarted {
-                &snapshots[snapshots.len() - 1..]
-            } else {
-                &snapshots[..]
+            // §3.3: the earlier snapshots are the stored window, the last one this cycle's collection.
+            let Some(((collected_at, latest), earlier)) = snapshots.split_last() else {
+                return Err(ScenarioError::new("metrics", "expected at least one snapshot"));
             };
-            let mut metric_history: MetricHistory = kept.iter().cloned().collect();
-            // Step 3: window.
-            let status = window_status(
-                &metric_history,
-                running_since,
-                s.now,
-                options.stabilization_interval,
-                options.metrics_window,
-            );
-            if status.window_full {
-                metric_history.remove_before(autoscaler_metrics::time::sub_saturating(s.now, options.metrics_window));
-            }
+            state.metric_history = earlier.iter().cloned().collect();
+            let collected = CollectedJobMetrics {
+                topology: s.topology.clone(),
+                job_running_since: s.job.running_since.unwrap_or(s.now),
+                metrics: MetricsSnapshot::Scaling(latest.clone()),
+            };
+            let observation = cycle::observe(&mut state, &mut changes, collected, *collected_at, s.now, &options);
+            let assessment = cycle::assess(&mut state, &mut changes, &observation, s.now, &options);
             // §4.7: the root cause, from the samples of the evaluation window.
-            result.insert("explanation".into(), output::explanation(&s.topology, &metric_history));
+            result.insert(
+                "explanation".into(),
+                output::explanation(&s.topology, &state.metric_history),
+            );
             result.insert("evaluated".into(), Value::Null);
-            result.insert("restart_time_s".into(), Value::from(restart_time.as_secs()));
-            // Step 4.
-            if metric_history.len() < 2 {
-                result.insert(
-                    "decision".into(),
-                    no_decision(&s.topology, "not_ready", "insufficient_samples"),
-                );
-                return Ok(finish(result, &delayed, events));
-            }
-            // Step 5.
-            let config = options.evaluation_config(restart_time);
-            let evaluated = match evaluate(&s.topology, &metric_history, &config) {
-                Ok(e) => e,
-                Err(e) => {
+            result.insert(
+                "restart_time_s".into(),
+                Value::from(assessment.scaling.restart_time.as_secs()),
+            );
+            match assessment.stage {
+                Stage::InsufficientSamples => {
+                    result.insert(
+                        "decision".into(),
+                        no_decision(&s.topology, "not_ready", "insufficient_samples"),
+                    );
+                    return Ok(finish(result, &state.delayed_scale_down, events));
+                }
+                Stage::Failed(e) => {
                     let message = e.to_string();
                     events.push(json!({"type": "Warning", "reason": "AutoscalerError", "message": message}));
                     result.insert("decision".into(), no_decision(&s.topology, "error", &message));
-                    return Ok(finish(result, &delayed, events));
+                    return Ok(finish(result, &state.delayed_scale_down, events));
                 }
-            };
-            result.insert("evaluated".into(), output::evaluated(&evaluated, &s.topology));
-            // Step 6.
-            if !status.window_full {
-                let reason = if status.stabilizing {
-                    "stabilizing"
-                } else {
-                    "window_not_full"
-                };
-                result.insert("decision".into(), no_decision(&s.topology, "not_ready", reason));
-                return Ok(finish(result, &delayed, events));
+                Stage::WindowNotFull { stabilizing, evaluated } => {
+                    result.insert("evaluated".into(), output::evaluated(&evaluated, &s.topology));
+                    let reason = if stabilizing { "stabilizing" } else { "window_not_full" };
+                    result.insert("decision".into(), no_decision(&s.topology, "not_ready", reason));
+                    return Ok(finish(result, &state.delayed_scale_down, events));
+                }
+                Stage::Ready(evaluated) => {
+                    result.insert("evaluated".into(), output::evaluated(&evaluated, &s.topology));
+                    (assessment.scaling, evaluated, observation.unmeasured)
+                }
             }
-            window = Some(metric_history);
-            evaluated
         }
     };
-    result.insert("restart_time_s".into(), Value::from(restart_time.as_secs()));
+    result.insert("restart_time_s".into(), Value::from(scaling.restart_time.as_secs()));
 
     // §3.5: decision.
-    let input = DecisionInput {
+    let facts = DecisionFacts {
         now: s.now,
         topology: &s.topology,
         evaluated: &evaluated,
-        scaling_history: &history,
-        restart_time,
         options: &options,
-        in_excluded_period,
+        unmeasured: &unmeasured,
         task_manager_cpu: s.job.taskmanager_cpu,
         // The context's value (§3.1): the scenario's, else the configured process size.
         task_manager_memory: s.job.taskmanager_memory.or(options.task_manager_process_memory),
     };
-    let decision = scaling::decide(&input, &mut delayed);
+    let restart_time = scaling.restart_time;
+    let decision = cycle::conclude(&mut state, &mut changes, scaling, &facts);
     events.extend(decision.events.iter().map(event_json));
     result.insert("decision".into(), decision_json(&s.topology, &decision));
+    // The evaluation window, for the decision record's estimates and root cause.
+    let window = matches!(s.input, ScenarioInput::Metrics(_)).then_some(&state.metric_history);
     result.insert(
         "record".into(),
-        super::record::decision_record(s, &evaluated, &decision, &options, restart_time, window.as_ref()),
+        super::record::decision_record(s, &evaluated, &decision, &options, restart_time, window),
     );
     // §4.6: what memory tuning returned, `null` when the decision did not reach it.
     if let Some(tuning) = &decision.memory_tuning {
         result.insert("config_changes".into(), output::config_changes(&tuning.changes));
     }
-    let _ = EventType::Normal;
-    Ok(finish(result, &delayed, events))
+    Ok(finish(result, &state.delayed_scale_down, events))
 }
 
 fn finish(mut result: Map<String, Value>, delayed: &DelayedScaleDown, events: Vec<Value>) -> Value {

@@ -4,14 +4,12 @@
 
 use super::engine::{SimJobState, Simulator};
 use autoscaler_core::async_trait;
-use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector};
+use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 use autoscaler_core::job_autoscaler::Clock;
 use autoscaler_core::{
     AutoScalerOptions, BasicJobContext, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
     ParallelismOverrides, RealizeError, ScalingRealizer,
 };
-use autoscaler_metrics::MetricHistory;
-use autoscaler_metrics::collection::{CollectionConfig, convert_to_scaling_metrics};
 use autoscaler_realizer::{CooldownConfig, SCALING_INTERVAL_MIN};
 use chrono::{DateTime, TimeZone, Utc};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -110,8 +108,8 @@ impl Clock for SimClock {
     }
 }
 
-/// Collects from the simulator what the REST collector collects from Flink, converted by the
-/// same pure functions (`autoscaler_metrics::collection`).
+/// Collects from the simulator what the REST collector collects from Flink: aggregated Flink
+/// metrics ([`MetricsSnapshot::Flink`]), which the cycle converts as it converts Flink's.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimMetricsCollector;
 
@@ -120,11 +118,9 @@ impl MetricsCollector<String, SimContext> for SimMetricsCollector {
     async fn collect(
         &self,
         ctx: &SimContext,
-        history: &MetricHistory,
+        _options: &AutoScalerOptions,
         _now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
-        let options = AutoScalerOptions::from_configuration(ctx.configuration())
-            .map_err(|e| CollectError::Failed(e.to_string()))?;
         let sim = ctx.client.lock();
         let raw = sim
             .flink_metrics()
@@ -132,23 +128,10 @@ impl MetricsCollector<String, SimContext> for SimMetricsCollector {
         let topology = sim.topology().map_err(|e| CollectError::Failed(e.to_string()))?;
         let running_since = sim_instant(sim.running_since());
         drop(sim);
-        // Only samples of the current run feed the observed-TPR fallback (reference: the history is
-        // cleared when the job restarted since its first sample).
-        let current_run: MetricHistory = history
-            .iter()
-            .filter(|(t, _)| **t >= running_since)
-            .map(|(t, m)| (*t, m.clone()))
-            .collect();
-        let config = CollectionConfig {
-            busy_time_aggregator: options.busy_time_aggregator,
-            observed_tpr_lag_threshold: options.observed_tpr_lag_threshold,
-            observed_tpr_min_observations: options.observed_tpr_min_observations,
-        };
-        let metrics = convert_to_scaling_metrics(&topology, &raw, &config, &current_run);
         Ok(CollectedJobMetrics {
             topology,
             job_running_since: running_since,
-            metrics,
+            metrics: MetricsSnapshot::Flink(raw),
         })
     }
 }

@@ -601,7 +601,8 @@ mod tests {
         // The source's scale-down is pending and survives the block.
         assert!(state.delayed_vertices.contains_key("source"));
         fixture.options.scaling_enabled = true;
-        fixture.options.excluded_periods = vec!["* * * ? * *".to_owned()];
+        fixture.options.excluded_periods =
+            vec![crate::excluded_periods::ExcludedPeriod::parse("* * * ? * *").expect("valid period")];
         let decision = fixture.decide(&mut state);
         assert_eq!(decision.outcome.reason(), Some("excluded_period"));
         assert!(decision.events[0].message.starts_with(

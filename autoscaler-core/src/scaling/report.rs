@@ -190,7 +190,10 @@ mod tests {
             "Scaling execution disabled by config job.autoscaler.scaling.enabled:false, recommended parallelism change:"
         );
         let options = AutoScalerOptions {
-            excluded_periods: vec!["* * * ? * 2".to_owned(), "10:00-11:00".to_owned()],
+            excluded_periods: ["* * * ? * 2", "10:00-11:00"]
+                .iter()
+                .map(|e| crate::excluded_periods::ExcludedPeriod::parse(e).expect("valid period"))
+                .collect(),
             ..AutoScalerOptions::default()
         };
         assert_eq!(

@@ -11,23 +11,22 @@
 //! 4. Per vertex: the aggregated subtask metrics; several names of one kind (two `pendingRecords`)
 //!    are merged.
 //! 5. The job manager's slot metrics and the task managers' heap/GC/managed/metaspace metrics.
-//! 6. The pure conversion [`autoscaler_metrics::collection::convert_to_scaling_metrics`].
 //!
-//! History windowing, stabilization bookkeeping and excluding unmeasurable vertices are the caller's
-//! (`JobAutoScalerImpl`): this collector only returns the snapshot.
+//! The result is a [`MetricsSnapshot::Flink`]: the cycle converts it
+//! ([`autoscaler_metrics::collection::convert_to_scaling_metrics`]) against its metric window, and
+//! does the windowing, the stabilization bookkeeping and the exclusion of unmeasurable vertices.
 
 mod names;
 
 use crate::context::FlinkRestContext;
-use crate::options::CollectorOptions;
 use crate::rest::{AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetails, JobPlan, RestError};
 use async_trait::async_trait;
-use autoscaler_core::{CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector};
-use autoscaler_metrics::collection::{
-    FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics, convert_to_scaling_metrics,
+use autoscaler_core::{
+    AutoScalerOptions, CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector, MetricsSnapshot,
 };
+use autoscaler_metrics::collection::{FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics};
 use autoscaler_metrics::time::add_saturating;
-use autoscaler_metrics::{EdgeSpec, JobTopology, MetricHistory, ShipStrategy, VertexId, VertexSpec};
+use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
 use chrono::{DateTime, Utc};
 use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -50,8 +49,8 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 /// Collects metrics of jobs whose context carries a [`FlinkRestClient`] ([`FlinkRestContext`]).
 ///
 /// It caches, per job key, the metric names to query per vertex and whether the task managers
-/// report GC metrics. Both are dropped when the job restarted since the oldest stored sample and by
-/// [`MetricsCollector::cleanup`].
+/// report GC metrics. Both are dropped when the job switched to RUNNING again since the previous
+/// collection (a restart or rescale) and by [`MetricsCollector::cleanup`].
 ///
 /// ```
 /// use autoscaler_core::{BasicJobContext, MetricsCollector};
@@ -66,6 +65,7 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 pub struct RestMetricsCollector<K> {
     metric_names: Mutex<HashMap<K, BTreeMap<VertexId, VertexMetricNames>>>,
     has_gc_metrics: Mutex<HashMap<K, bool>>,
+    running_since: Mutex<HashMap<K, DateTime<Utc>>>,
 }
 
 impl<K> Default for RestMetricsCollector<K> {
@@ -73,6 +73,7 @@ impl<K> Default for RestMetricsCollector<K> {
         Self {
             metric_names: Mutex::new(HashMap::new()),
             has_gc_metrics: Mutex::new(HashMap::new()),
+            running_since: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -92,6 +93,19 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
     fn forget(&self, job_key: &K) {
         lock(&self.metric_names).remove(job_key);
         lock(&self.has_gc_metrics).remove(job_key);
+        lock(&self.running_since).remove(job_key);
+    }
+
+    /// Remembers when the job last switched to RUNNING and drops the job's caches when that moved
+    /// since the previous collection (the job restarted or was rescaled: its vertices and metrics
+    /// may have changed), as the reference's collector does when it clears a void window.
+    fn note_running_since(&self, job_key: &K, running_since: DateTime<Utc>) {
+        let previous = lock(&self.running_since).insert(job_key.clone(), running_since);
+        if previous.is_some_and(|previous| running_since > previous) {
+            tracing::info!(%running_since, "Job updated. Clearing metrics.");
+            lock(&self.metric_names).remove(job_key);
+            lock(&self.has_gc_metrics).remove(job_key);
+        }
     }
 
     /// The names to query per non-finished vertex. All vertices are listed when the cached vertex set
@@ -194,11 +208,9 @@ where
     async fn collect(
         &self,
         ctx: &Ctx,
-        history: &MetricHistory,
+        options: &AutoScalerOptions,
         now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
-        let options = CollectorOptions::from_configuration(ctx.configuration())
-            .map_err(|e| CollectError::Failed(e.to_string()))?;
         let job_key = ctx.job_key();
         let job_id = ctx
             .job_id()
@@ -209,16 +221,7 @@ where
         let running_since = details.running_since().ok_or_else(|| {
             CollectError::Failed(format!("Unable to find when job {job_id} was switched to RUNNING."))
         })?;
-        // A restart or rescale since the oldest sample voids the stored window and the caches
-        // (the caller drops the stored samples too; here they must not feed OBSERVED_TPR).
-        let empty = MetricHistory::new();
-        let history = if history.first_time().is_some_and(|first| running_since > first) {
-            tracing::info!(%running_since, "Job updated. Clearing metrics.");
-            self.forget(job_key);
-            &empty
-        } else {
-            history
-        };
+        self.note_running_since(job_key, running_since);
 
         let plan = match &details.plan {
             Some(plan) => plan.clone(),
@@ -253,11 +256,10 @@ where
             task_slots: task_slot_metrics(client).await?,
             task_manager_metrics: self.task_manager_metrics(job_key, client).await?,
         };
-        let metrics = convert_to_scaling_metrics(&topology, &raw, &options.collection, history);
         Ok(CollectedJobMetrics {
             topology,
             job_running_since: running_since,
-            metrics,
+            metrics: MetricsSnapshot::Flink(raw),
         })
     }
 

@@ -1,0 +1,784 @@
+//! One autoscaler cycle as plain functions over data: [`observe`], [`assess`], [`conclude`].
+//!
+//! Nothing here does I/O, awaits or reads a clock: the job's stored state comes in as a
+//! [`JobState`], the cycle's instant and options as arguments, and each step updates the state in
+//! place and marks what it changed in [`StateChanges`], so the caller writes back only those parts.
+//! [`JobAutoScalerImpl::run_cycle`](crate::JobAutoScalerImpl::run_cycle) drives these steps against
+//! a state store, a collector, a realizer and an event handler; the `flink-autoscaler replay` tool
+//! drives the very same steps on a recorded scenario. Every rule of the cycle lives here once.
+//!
+//! The steps follow the reference's `ScalingMetricCollector.collect` (observe, and the scaling
+//! state loading of assess), `ScalingMetricEvaluator.evaluate` (assess) and
+//! `ScalingExecutor.scaleResource` with `ScalingHistoryUtils.addToScalingHistoryAndStore`
+//! (conclude):
+//!
+//! 1. [`observe`]: the restart rule (a job that switched to RUNNING after the first stored
+//!    snapshot voids the stored window), the conversion of Flink metrics against the window of the
+//!    current run (the observed-TPR fallback), the exclusion of vertices whose busy time is not
+//!    finite, the insertion of the new snapshot, the window status and the trim of a full window.
+//! 2. [`assess`]: the scaling history and tracking as a decision reads them
+//!    ([`load_scaling_state`]: vertices gone from the topology dropped, trimmed by age and count,
+//!    the restart duration recorded, the restart time), then fewer than two samples, the
+//!    evaluation, and a window that is not full yet.
+//! 3. [`conclude`]: the decision, the executed scaling recorded in history and tracking, the new
+//!    parallelism overrides, the next delayed scale-down state.
+
+use crate::collector::{CollectedJobMetrics, MetricsSnapshot};
+use crate::options::AutoScalerOptions;
+use crate::scaling::{
+    self, Decision, DecisionInput, DecisionOutcome, max_restart_time_or_default,
+    record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
+    trim_scaling_tracking,
+};
+use crate::state::{ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking};
+use autoscaler_metrics::{
+    CollectedMetrics, EvaluatedMetrics, JobTopology, MetricHistory, MetricsError, ScalingMetric, VertexId,
+    WindowStatus, evaluate, voids_history, window_and_trim,
+};
+use chrono::{DateTime, Utc};
+use std::borrow::Cow;
+use std::time::Duration;
+
+/// The stored state of one job that a cycle reads and writes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobState {
+    /// The collected metric window.
+    pub metric_history: MetricHistory,
+    /// Past scaling decisions per vertex.
+    pub scaling_history: ScalingHistory,
+    /// Executed rescales and their restart durations.
+    pub scaling_tracking: ScalingTracking,
+    /// Pending scale-downs.
+    pub delayed_scale_down: DelayedScaleDown,
+    /// The parallelism the autoscaler wants per vertex.
+    pub parallelism_overrides: ParallelismOverrides,
+    /// The configuration changes (memory tuning) the autoscaler wants applied.
+    pub config_changes: ConfigChanges,
+}
+
+/// Which parts of a [`JobState`] a cycle changed (and so must be written back).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateChanges {
+    /// [`JobState::metric_history`].
+    pub metric_history: bool,
+    /// [`JobState::scaling_history`].
+    pub scaling_history: bool,
+    /// [`JobState::scaling_tracking`].
+    pub scaling_tracking: bool,
+    /// [`JobState::delayed_scale_down`].
+    pub delayed_scale_down: bool,
+    /// [`JobState::parallelism_overrides`].
+    pub parallelism_overrides: bool,
+    /// [`JobState::config_changes`]: replaced when a scaling is executed (by memory tuning's
+    /// changes, empty when it did not run), as the reference stores them with new parallelisms.
+    pub config_changes: bool,
+}
+
+/// What [`observe`] saw this cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    /// The job graph with current parallelism.
+    pub topology: JobTopology,
+    /// When the job last switched to RUNNING.
+    pub job_running_since: DateTime<Utc>,
+    /// Whether the stored window was void (the job restarted since its first snapshot).
+    pub restarted: bool,
+    /// The window status after the new snapshot was added.
+    pub window: WindowStatus,
+    /// Vertices whose busy time was not finite in this collection: excluded from scaling this
+    /// cycle, as if listed in `vertex.exclude.ids` (reference: `ScalingMetrics.computeLoadMetrics`
+    /// adds them to the job's exclusions).
+    pub unmeasured: Vec<VertexId>,
+}
+
+impl Observation {
+    /// The vertices excluded from scaling this cycle: `vertex.exclude.ids`, the vertices whose busy
+    /// time could not be measured and the finished vertices (which the reference's collector adds
+    /// to the job's exclusions too), each once. The realizer's merge with the user's own overrides
+    /// reads this list.
+    pub fn excluded_vertices(&self, options: &AutoScalerOptions) -> Vec<String> {
+        let mut excluded = options.vertex_exclude_ids.clone();
+        let finished = self.topology.vertices().iter().filter(|v| v.finished).map(|v| &v.id);
+        for id in self.unmeasured.iter().chain(finished) {
+            if !excluded.iter().any(|e| e == id.as_str()) {
+                excluded.push(id.to_string());
+            }
+        }
+        excluded
+    }
+}
+
+/// `options` with `unmeasured` added to `vertex.exclude.ids` (borrowed when there is nothing to add):
+/// the options the decision of a cycle reads.
+pub fn effective_options<'o>(options: &'o AutoScalerOptions, unmeasured: &[VertexId]) -> Cow<'o, AutoScalerOptions> {
+    let missing: Vec<&VertexId> = unmeasured
+        .iter()
+        .filter(|id| !options.vertex_exclude_ids.iter().any(|e| e == id.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return Cow::Borrowed(options);
+    }
+    let mut owned = options.clone();
+    owned
+        .vertex_exclude_ids
+        .extend(missing.into_iter().map(ToString::to_string));
+    Cow::Owned(owned)
+}
+
+/// Step 1: adds this cycle's collection, taken at `collected_at` (the cycle's `now` for a live
+/// collection), to the job's metric window.
+///
+/// A job that switched to RUNNING after the first stored snapshot voids the stored window
+/// ([`voids_history`]). A [`MetricsSnapshot::Flink`] collection is then converted against what is
+/// left of the window (sources that are not catching up carry its `OBSERVED_TPR` average forward),
+/// and its vertices whose `LOAD` came out NaN (busy time not finite) are excluded from scaling for
+/// the cycle. The snapshot is inserted, the window status computed, and a full window trimmed
+/// ([`window_and_trim`]). The metric history always counts as changed.
+pub fn observe(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    collected: CollectedJobMetrics,
+    collected_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    options: &AutoScalerOptions,
+) -> Observation {
+    let CollectedJobMetrics {
+        topology,
+        job_running_since,
+        metrics,
+    } = collected;
+    let restarted = voids_history(&state.metric_history, job_running_since);
+    if restarted {
+        state.metric_history.clear();
+    }
+    let from_flink = matches!(metrics, MetricsSnapshot::Flink(_));
+    let snapshot = metrics.into_scaling_metrics(&topology, options, &state.metric_history);
+    let unmeasured = if from_flink {
+        unmeasured_busy_time(&snapshot)
+    } else {
+        Vec::new()
+    };
+    state.metric_history.insert(collected_at, snapshot);
+    let window = window_and_trim(
+        &mut state.metric_history,
+        job_running_since,
+        now,
+        options.stabilization_interval,
+        options.metrics_window,
+    );
+    changes.metric_history = true;
+    Observation {
+        topology,
+        job_running_since,
+        restarted,
+        window,
+        unmeasured,
+    }
+}
+
+/// Vertices of a converted snapshot whose `LOAD` is NaN: the conversion yields NaN exactly when the
+/// busy time Flink reported was not finite (legacy sources, metrics not yet reported).
+fn unmeasured_busy_time(snapshot: &CollectedMetrics) -> Vec<VertexId> {
+    snapshot
+        .vertex_metrics
+        .iter()
+        .filter(|(_, values)| values.get_or_absent(ScalingMetric::Load).is_nan())
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The scaling state a decision reads, as [`load_scaling_state`] prepares it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalingState {
+    /// The scaling history trimmed by `history.max.age` and `history.max.count`.
+    pub history: ScalingHistory,
+    /// The restart time to plan with ([`max_restart_time_or_default`]).
+    pub restart_time: Duration,
+}
+
+/// The scaling history and tracking as the cycle at `now` reads them (reference:
+/// `ScalingMetricCollector.updateVertexList`, `getTrimmedScalingHistory`,
+/// `getTrimmedScalingTracking`, `recordRestartDurationIfTrackedAndParallelismMatches`,
+/// `getMaxRestartTimeOrDefault`).
+///
+/// History entries of vertices gone from `topology` are dropped from the stored history; the
+/// tracking is trimmed in place. With `job_running_since` known, the restart duration of the latest
+/// executed rescale is recorded when the job now runs at the parallelism it chose.
+pub fn load_scaling_state(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    topology: &JobTopology,
+    job_running_since: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    options: &AutoScalerOptions,
+) -> ScalingState {
+    let before = state.scaling_history.len();
+    state
+        .scaling_history
+        .retain(|id, _| topology.get(id.as_str()).is_some());
+    changes.scaling_history |= state.scaling_history.len() != before;
+    let history = trim_scaling_history(&state.scaling_history, now, options);
+    state.scaling_tracking = trim_scaling_tracking(&state.scaling_tracking, now, options);
+    if let Some(running_since) = job_running_since {
+        changes.scaling_tracking |= record_restart_duration_if_tracked_and_parallelism_matches(
+            &mut state.scaling_tracking,
+            running_since,
+            topology,
+            &history,
+        );
+    }
+    let restart_time = max_restart_time_or_default(&state.scaling_tracking, options);
+    ScalingState { history, restart_time }
+}
+
+/// How far the evaluation got.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stage {
+    /// Fewer than two samples in the window: nothing to evaluate yet.
+    InsufficientSamples,
+    /// The window could not be evaluated (a source without ingestion rate).
+    Failed(MetricsError),
+    /// Evaluated for reporting only: the window is not full yet.
+    WindowNotFull {
+        /// Still inside the stabilization interval.
+        stabilizing: bool,
+        /// The evaluated metrics.
+        evaluated: EvaluatedMetrics,
+    },
+    /// Evaluated on a full window: a decision is to be made.
+    Ready(EvaluatedMetrics),
+}
+
+/// What [`assess`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    /// The scaling state the decision reads.
+    pub scaling: ScalingState,
+    /// How far the evaluation got.
+    pub stage: Stage,
+}
+
+/// Step 2: [`load_scaling_state`], then the evaluation of the window if it has two samples or more
+/// (reference `ScalingMetricEvaluator.computeEvaluatedMetrics`).
+pub fn assess(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    observation: &Observation,
+    now: DateTime<Utc>,
+    options: &AutoScalerOptions,
+) -> Assessment {
+    let scaling = load_scaling_state(
+        state,
+        changes,
+        &observation.topology,
+        Some(observation.job_running_since),
+        now,
+        options,
+    );
+    let stage = if state.metric_history.len() < 2 {
+        Stage::InsufficientSamples
+    } else {
+        match evaluate(
+            &observation.topology,
+            &state.metric_history,
+            &options.evaluation_config(scaling.restart_time),
+        ) {
+            Err(error) => Stage::Failed(error),
+            Ok(evaluated) if !observation.window.window_full => Stage::WindowNotFull {
+                stabilizing: observation.window.stabilizing,
+                evaluated,
+            },
+            Ok(evaluated) => Stage::Ready(evaluated),
+        }
+    };
+    Assessment { scaling, stage }
+}
+
+/// The facts of the cycle a decision needs besides the state.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionFacts<'a> {
+    /// The cycle's instant.
+    pub now: DateTime<Utc>,
+    /// The job graph with current parallelism.
+    pub topology: &'a JobTopology,
+    /// The evaluated metrics; only these vertices are considered for scaling.
+    pub evaluated: &'a EvaluatedMetrics,
+    /// The job's options.
+    pub options: &'a AutoScalerOptions,
+    /// Vertices excluded from scaling this cycle besides `vertex.exclude.ids`
+    /// ([`Observation::unmeasured`]; none for a decision on given metrics).
+    pub unmeasured: &'a [VertexId],
+    /// TaskManager CPU as the platform reports it.
+    pub task_manager_cpu: Option<f64>,
+    /// TaskManager process memory in bytes as the context reports it
+    /// ([`crate::JobAutoScalerContext::task_manager_memory`]).
+    pub task_manager_memory: Option<u64>,
+}
+
+/// Step 3: decides (reference `ScalingExecutor.scaleResource`) and, when the decision scales,
+/// records it: the summaries at `now` added to the trimmed history, a new tracking record without
+/// restart duration, overrides for every evaluated vertex (its new parallelism, or its current one
+/// when it does not change), memory tuning's configuration changes (empty when it did not run).
+/// The delayed scale-down state counts as
+/// changed when the decision updated it or scaled.
+pub fn conclude(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    scaling: ScalingState,
+    facts: &DecisionFacts<'_>,
+) -> Decision {
+    let ScalingState {
+        mut history,
+        restart_time,
+    } = scaling;
+    let options = effective_options(facts.options, facts.unmeasured);
+    let options = options.as_ref();
+    let input = DecisionInput {
+        now: facts.now,
+        topology: facts.topology,
+        evaluated: facts.evaluated,
+        scaling_history: &history,
+        restart_time,
+        options,
+        in_excluded_period: options.is_excluded_period(facts.now),
+        task_manager_cpu: facts.task_manager_cpu,
+        task_manager_memory: facts.task_manager_memory,
+    };
+    let decision = scaling::decide(&input, &mut state.delayed_scale_down);
+    changes.delayed_scale_down |= state.delayed_scale_down.updated;
+    if matches!(decision.outcome, DecisionOutcome::Scale) {
+        record_scaling(
+            &mut history,
+            &mut state.scaling_tracking,
+            facts.now,
+            &decision.summaries,
+            options,
+        );
+        state.scaling_history = history;
+        state.parallelism_overrides = facts
+            .evaluated
+            .vertices
+            .keys()
+            .filter_map(|id| {
+                let current = facts.topology.get(id.as_str())?.parallelism.get();
+                let new = decision.summaries.get(id).map_or(current, |s| s.new_parallelism);
+                Some((id.clone(), new))
+            })
+            .collect();
+        changes.scaling_history = true;
+        changes.scaling_tracking = true;
+        changes.parallelism_overrides = true;
+        state.config_changes = decision
+            .memory_tuning
+            .as_ref()
+            .map(|tuning| tuning.changes.clone())
+            .unwrap_or_default();
+        changes.config_changes = true;
+        changes.delayed_scale_down = true;
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scaling::DecisionOutcome;
+    use crate::state::{ScalingRecord, ScalingSummary};
+    use autoscaler_metrics::collection::{AggregatedMetric, FlinkMetric, RawJobMetrics};
+    use autoscaler_metrics::{EdgeSpec, EvaluatedVertexMetrics, MetricValues, ShipStrategy, VertexSpec};
+    use chrono::TimeZone;
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .expect("valid instant")
+    }
+
+    fn topology(sink_parallelism: u32) -> JobTopology {
+        JobTopology::new(
+            vec![
+                VertexSpec::new("src", 1, 128),
+                VertexSpec::new("sink", sink_parallelism, 128),
+            ],
+            vec![EdgeSpec::new("src", "sink", ShipStrategy::Forward)],
+        )
+        .expect("valid topology")
+    }
+
+    /// `src -> sink` after `secs` seconds at 1000 records/s; the sink is 95 % busy at parallelism 1.
+    fn snapshot(secs: i64) -> CollectedMetrics {
+        let records = 1000.0 * secs as f64;
+        let src = MetricValues::from_iter([
+            (ScalingMetric::NumRecordsIn, records),
+            (ScalingMetric::NumRecordsOut, records),
+            (ScalingMetric::Load, 0.5),
+            (ScalingMetric::Lag, 0.0),
+        ]);
+        let sink = MetricValues::from_iter([
+            (ScalingMetric::NumRecordsIn, records),
+            (ScalingMetric::NumRecordsInPerSecond, 1000.0),
+            (ScalingMetric::Load, 0.95),
+        ]);
+        CollectedMetrics {
+            vertex_metrics: [(VertexId::new("src"), src), (VertexId::new("sink"), sink)].into(),
+            global_metrics: MetricValues::new(),
+        }
+    }
+
+    fn collected(running_since: DateTime<Utc>, metrics: MetricsSnapshot) -> CollectedJobMetrics {
+        CollectedJobMetrics {
+            topology: topology(1),
+            job_running_since: running_since,
+            metrics,
+        }
+    }
+
+    fn options(pairs: &[(&str, &str)]) -> AutoScalerOptions {
+        AutoScalerOptions::from_configuration(&crate::Configuration::from_iter(pairs.iter().copied()))
+            .expect("valid options")
+    }
+
+    fn times(history: &MetricHistory) -> Vec<i64> {
+        history.iter().map(|(t, _)| t.timestamp() - 1_700_000_000).collect()
+    }
+
+    /// Raw Flink metrics of `src -> sink`: the source reads `rate` records/s, is not backpressured
+    /// and has no lag; `sink_busy` is the sink's busy ms/s (NaN = not reported).
+    fn raw(rate: f64, sink_busy: f64) -> RawJobMetrics {
+        let agg = |v: f64| AggregatedMetric {
+            min: v,
+            max: v,
+            avg: v,
+            sum: v,
+            skew: 0.0,
+        };
+        let mut raw = RawJobMetrics::default();
+        raw.vertex_metrics.insert(
+            VertexId::new("src"),
+            [
+                (FlinkMetric::BusyTimePerSec, agg(100.0)),
+                (FlinkMetric::BackpressureTimePerSec, agg(0.0)),
+                (
+                    FlinkMetric::SourceTaskNumRecordsInPerSec,
+                    AggregatedMetric::of_sum(rate),
+                ),
+            ]
+            .into(),
+        );
+        raw.vertex_metrics.insert(
+            VertexId::new("sink"),
+            [(FlinkMetric::BusyTimePerSec, agg(sink_busy))].into(),
+        );
+        raw
+    }
+
+    fn observed_tpr_sample(tpr: f64) -> CollectedMetrics {
+        CollectedMetrics {
+            vertex_metrics: [(
+                VertexId::new("src"),
+                MetricValues::from_iter([(ScalingMetric::ObservedTpr, tpr)]),
+            )]
+            .into(),
+            global_metrics: MetricValues::new(),
+        }
+    }
+
+    #[test]
+    fn a_restart_after_the_first_snapshot_voids_the_window() {
+        let options = options(&[]);
+        let mut state = JobState {
+            metric_history: [(at(100), snapshot(100)), (at(110), snapshot(110))]
+                .into_iter()
+                .collect(),
+            ..JobState::default()
+        };
+        let mut changes = StateChanges::default();
+        // Running since 105 > first snapshot 100: both stored snapshots go, the new one stays.
+        let o = observe(
+            &mut state,
+            &mut changes,
+            collected(at(105), MetricsSnapshot::Scaling(snapshot(120))),
+            at(120),
+            at(120),
+            &options,
+        );
+        assert!(o.restarted && changes.metric_history);
+        assert_eq!(times(&state.metric_history), [120]);
+        // Running since exactly the first snapshot is not "after" it: nothing is dropped.
+        let mut state = JobState {
+            metric_history: [(at(100), snapshot(100))].into_iter().collect(),
+            ..JobState::default()
+        };
+        let o = observe(
+            &mut state,
+            &mut changes,
+            collected(at(100), MetricsSnapshot::Scaling(snapshot(110))),
+            at(110),
+            at(110),
+            &options,
+        );
+        assert!(!o.restarted);
+        assert_eq!(times(&state.metric_history), [100, 110]);
+    }
+
+    #[test]
+    fn a_full_window_is_trimmed_to_now_minus_the_window() {
+        // Window 60 s, stabilization 0: running since 0, snapshots at 0, 30, 60, 90; the first
+        // stable snapshot is at 0, so the window is full from 60 s; at 90 the cut-off is 30.
+        let options = options(&[
+            ("job.autoscaler.metrics.window", "60 s"),
+            ("job.autoscaler.stabilization.interval", "0 s"),
+        ]);
+        let mut state = JobState {
+            metric_history: [0, 30, 60].iter().map(|s| (at(*s), snapshot(*s))).collect(),
+            ..JobState::default()
+        };
+        let o = observe(
+            &mut state,
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Scaling(snapshot(90))),
+            at(90),
+            at(90),
+            &options,
+        );
+        assert!(o.window.window_full && !o.window.stabilizing);
+        assert_eq!(times(&state.metric_history), [30, 60, 90]);
+    }
+
+    #[test]
+    fn flink_metrics_are_converted_against_the_window_of_the_current_run_only() {
+        let options = options(&[]);
+        // Two observed-TPR samples (400, 600) of the current run: not catching up, the source
+        // carries their average 500 forward.
+        let mut state = JobState {
+            metric_history: [
+                (at(10), observed_tpr_sample(400.0)),
+                (at(20), observed_tpr_sample(600.0)),
+            ]
+            .into_iter()
+            .collect(),
+            ..JobState::default()
+        };
+        observe(
+            &mut state,
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Flink(raw(100.0, 500.0))),
+            at(30),
+            at(30),
+            &options,
+        );
+        let latest = state.metric_history.latest().and_then(|m| m.vertex("src")).copied();
+        assert_eq!(latest.and_then(|m| m.get(ScalingMetric::ObservedTpr)), Some(500.0));
+
+        // The same samples taken before the job (re)started at 15 are void: nothing to carry.
+        let mut state = JobState {
+            metric_history: [
+                (at(10), observed_tpr_sample(400.0)),
+                (at(20), observed_tpr_sample(600.0)),
+            ]
+            .into_iter()
+            .collect(),
+            ..JobState::default()
+        };
+        observe(
+            &mut state,
+            &mut StateChanges::default(),
+            collected(at(15), MetricsSnapshot::Flink(raw(100.0, 500.0))),
+            at(30),
+            at(30),
+            &options,
+        );
+        let latest = state.metric_history.latest().and_then(|m| m.vertex("src")).copied();
+        assert!(
+            latest
+                .and_then(|m| m.get(ScalingMetric::ObservedTpr))
+                .is_some_and(f64::is_nan)
+        );
+    }
+
+    #[test]
+    fn unmeasured_busy_time_excludes_a_vertex_only_for_flink_metrics() {
+        let options = options(&[]);
+        let mut state = JobState::default();
+        // The sink reports no finite busy time: LOAD NaN, excluded this cycle.
+        let o = observe(
+            &mut state,
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Flink(raw(100.0, f64::NAN))),
+            at(10),
+            at(10),
+            &options,
+        );
+        assert_eq!(o.unmeasured, [VertexId::new("sink")]);
+        assert_eq!(o.excluded_vertices(&options), ["sink"]);
+        let effective = effective_options(&options, &o.unmeasured);
+        assert_eq!(effective.vertex_exclude_ids, ["sink"]);
+        // Already listed: the options are borrowed as they are.
+        let listed = self::options(&[("job.autoscaler.vertex.exclude.ids", "sink")]);
+        assert!(matches!(effective_options(&listed, &o.unmeasured), Cow::Borrowed(_)));
+
+        // Scaling metrics (a platform's own, or recorded) are used as they are.
+        let mut nan_load = snapshot(10);
+        if let Some(sink) = nan_load.vertex_metrics.get_mut("sink") {
+            sink.insert(ScalingMetric::Load, f64::NAN);
+        }
+        let o = observe(
+            &mut JobState::default(),
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Scaling(nan_load)),
+            at(10),
+            at(10),
+            &options,
+        );
+        assert!(o.unmeasured.is_empty());
+        assert!(o.excluded_vertices(&options).is_empty());
+    }
+
+    fn summary(current: u32, new: u32) -> ScalingSummary {
+        ScalingSummary {
+            current_parallelism: current,
+            new_parallelism: new,
+            metrics: EvaluatedVertexMetrics::new(),
+        }
+    }
+
+    #[test]
+    fn scaling_state_drops_gone_vertices_and_records_the_restart_duration() {
+        let options = options(&[]);
+        // A rescale of the sink 1 -> 2 started at 100; the job runs at parallelism 2 since 160.
+        let mut state = JobState {
+            scaling_history: [
+                (VertexId::new("sink"), [(at(100), summary(1, 2))].into()),
+                (VertexId::new("gone"), [(at(100), summary(1, 3))].into()),
+            ]
+            .into(),
+            scaling_tracking: ScalingTracking {
+                scaling_records: [(at(100), ScalingRecord { restart_duration: None })].into(),
+            },
+            ..JobState::default()
+        };
+        let mut changes = StateChanges::default();
+        let scaling = load_scaling_state(&mut state, &mut changes, &topology(2), Some(at(160)), at(200), &options);
+        assert!(changes.scaling_history && changes.scaling_tracking);
+        assert_eq!(
+            state.scaling_history.keys().map(VertexId::as_str).collect::<Vec<_>>(),
+            ["sink"]
+        );
+        // Restart took 160 - 100 = 60 s; tracking is off by default, so restart.time (5 min) is used.
+        assert_eq!(
+            state.scaling_tracking.scaling_records[&at(100)].restart_duration,
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(scaling.restart_time, Duration::from_secs(300));
+        let tracked = self::options(&[("job.autoscaler.restart.time-tracking.enabled", "true")]);
+        let mut changes = StateChanges::default();
+        let scaling = load_scaling_state(&mut state, &mut changes, &topology(2), Some(at(160)), at(200), &tracked);
+        assert_eq!(scaling.restart_time, Duration::from_secs(60));
+        assert_eq!(changes, StateChanges::default(), "nothing new to record");
+    }
+
+    /// Runs observe, assess and conclude on a full 15-minute window of `src -> sink`.
+    fn full_cycle(state: &mut JobState, options: &AutoScalerOptions) -> (StateChanges, Option<Decision>) {
+        let mut changes = StateChanges::default();
+        let now = at(1200);
+        let o = observe(
+            state,
+            &mut changes,
+            collected(at(0), MetricsSnapshot::Scaling(snapshot(1200))),
+            now,
+            now,
+            options,
+        );
+        let a = assess(state, &mut changes, &o, now, options);
+        let Stage::Ready(evaluated) = a.stage else {
+            return (changes, None);
+        };
+        let facts = DecisionFacts {
+            now,
+            topology: &o.topology,
+            evaluated: &evaluated,
+            options,
+            unmeasured: &o.unmeasured,
+            task_manager_cpu: None,
+            task_manager_memory: None,
+        };
+        let decision = conclude(state, &mut changes, a.scaling, &facts);
+        (changes, Some(decision))
+    }
+
+    #[test]
+    fn a_scaling_is_recorded_in_history_tracking_and_overrides() {
+        // 20 minutes of samples every minute; the sink is 95 % busy at 1000 records/s: its TPR is
+        // 1000 / 0.95 = 1052.6, below its scale-up threshold round(1000 / 0.9) = 1111. At the 0.7
+        // target with the 5 min restart allowance it needs round(1000 * 300/1800 + 1000/0.7) = 1595
+        // records/s: ceil(1595 / 1052.6) = 2 subtasks.
+        let options = options(&[("job.autoscaler.utilization.max", "0.9")]);
+        let mut state = JobState {
+            metric_history: (0..20).map(|m| (at(60 * m), snapshot(60 * m))).collect(),
+            ..JobState::default()
+        };
+        let (changes, decision) = full_cycle(&mut state, &options);
+        let decision = decision.expect("a full window is decided");
+        assert_eq!(decision.outcome, DecisionOutcome::Scale);
+        assert_eq!(decision.parallelism["sink"], 2);
+        assert!(
+            changes.scaling_history
+                && changes.scaling_tracking
+                && changes.parallelism_overrides
+                && changes.config_changes
+                && changes.delayed_scale_down
+        );
+        assert_eq!(
+            state.parallelism_overrides,
+            [(VertexId::new("sink"), 2), (VertexId::new("src"), 1)].into()
+        );
+        assert_eq!(state.scaling_history["sink"][&at(1200)].new_parallelism, 2);
+        assert_eq!(
+            state.scaling_tracking.scaling_records[&at(1200)],
+            ScalingRecord { restart_duration: None }
+        );
+        // The window kept the samples at or after 1200 - 900 = 300.
+        assert_eq!(state.metric_history.first_time(), Some(at(300)));
+    }
+
+    #[test]
+    fn a_balanced_decision_changes_only_the_metric_window() {
+        // Utilization bound 1.0: the 95 %-busy sink is within bounds, nothing changes.
+        let options = options(&[]);
+        let mut state = JobState {
+            metric_history: (0..20).map(|m| (at(60 * m), snapshot(60 * m))).collect(),
+            ..JobState::default()
+        };
+        let (changes, decision) = full_cycle(&mut state, &options);
+        assert!(matches!(
+            decision.map(|d| d.outcome),
+            Some(DecisionOutcome::NoChange(_))
+        ));
+        assert_eq!(
+            changes,
+            StateChanges {
+                metric_history: true,
+                ..StateChanges::default()
+            }
+        );
+        assert!(state.parallelism_overrides.is_empty() && state.scaling_history.is_empty());
+    }
+
+    #[test]
+    fn fewer_than_two_samples_are_not_evaluated() {
+        let options = options(&[]);
+        let mut state = JobState::default();
+        let mut changes = StateChanges::default();
+        let o = observe(
+            &mut state,
+            &mut changes,
+            collected(at(0), MetricsSnapshot::Scaling(snapshot(10))),
+            at(10),
+            at(10),
+            &options,
+        );
+        let a = assess(&mut state, &mut changes, &o, at(10), &options);
+        assert_eq!(a.stage, Stage::InsufficientSamples);
+        assert_eq!(a.scaling.restart_time, Duration::from_secs(300));
+    }
+}
