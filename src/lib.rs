@@ -8,6 +8,7 @@ pub use autoscaler_realizer as realizer;
 pub use autoscaler_state as state;
 
 pub mod explain;
+pub mod fuzzing;
 pub mod recording;
 pub mod replay;
 pub mod service;

@@ -24,6 +24,13 @@ pub const FORMAT_VERSION: u32 = 1;
 /// history is the only state that usually gets there).
 pub const DEFAULT_COMPRESSION_THRESHOLD: usize = 64 * 1024;
 
+/// Largest state a `gzip` envelope may decompress to: 64 MiB. A full collected-metrics history of a
+/// 1000-vertex job is about 10 MB of JSON, so this leaves room, while a crafted row (8 MB of gzip can
+/// expand to gigabytes) fails with [`StateError::Serialization`] once the limit is crossed instead
+/// of exhausting memory. The reference bounds the same state by trimming the metric history until
+/// the serialized states fit its 1 MB ConfigMap (`KubernetesAutoScalerStateStore.trimHistoryToMaxCmSize`).
+pub const MAX_DECOMPRESSED_STATE_BYTES: usize = 64 * 1024 * 1024;
+
 /// The kind of a persisted state: one row per (job key, state type).
 ///
 /// The identifiers are the reference's `StateType` ones, plus `evaluatedMetrics` for the trait's
@@ -202,7 +209,8 @@ fn decode_value<T: DeserializeOwned>(state_type: StateType, text: &str) -> Resul
     match (envelope.state, envelope.gzip) {
         (Some(raw), None) => serde_json::from_str(raw.get()).map_err(|e| serialization_error(state_type, e)),
         (None, Some(compressed)) => {
-            let json = gunzip_base64(&compressed).map_err(|e| serialization_error(state_type, e))?;
+            let json = gunzip_base64(&compressed, MAX_DECOMPRESSED_STATE_BYTES)
+                .map_err(|e| serialization_error(state_type, e))?;
             serde_json::from_slice(&json).map_err(|e| serialization_error(state_type, e))
         }
         _ => Err(serialization_error(
@@ -218,13 +226,36 @@ fn gzip_base64(bytes: &[u8]) -> std::io::Result<String> {
     Ok(BASE64.encode(encoder.finish()?))
 }
 
-fn gunzip_base64(text: &str) -> Result<Vec<u8>, String> {
+/// The base64 gzip data decompressed, refusing more than `limit` bytes of output.
+fn gunzip_base64(text: &str, limit: usize) -> Result<Vec<u8>, String> {
     let compressed = BASE64.decode(text).map_err(|e| format!("bad base64 in `gzip`: {e}"))?;
-    let mut json = Vec::with_capacity(compressed.len() * 4);
+    let mut json = Vec::with_capacity(compressed.len().saturating_mul(4).min(limit));
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
     GzDecoder::new(compressed.as_slice())
+        .take(cap)
         .read_to_end(&mut json)
         .map_err(|e| format!("bad gzip data: {e}"))?;
+    if json.len() > limit {
+        return Err(format!(
+            "the compressed state expands to more than the limit of {limit} bytes"
+        ));
+    }
     Ok(json)
+}
+
+/// Decodes a stored `state_value` as `state_type` (any format version this release reads) and
+/// drops the value: tells whether a row is readable, as a store's load would find it.
+///
+/// ```
+/// use autoscaler_state::{StateType, decode_state_value};
+/// assert!(decode_state_value(StateType::ParallelismOverrides, r#"{"v":1,"state":{"a":2}}"#).is_ok());
+/// assert!(decode_state_value(StateType::ParallelismOverrides, r#"{"v":1,"gzip":"!"}"#).is_err());
+/// ```
+///
+/// # Errors
+/// [`StateError::Serialization`] naming the state type and what is wrong.
+pub fn decode_state_value(state_type: StateType, text: &str) -> Result<(), StateError> {
+    StateValue::decode(state_type, text).map(drop)
 }
 
 #[cfg(test)]
@@ -290,6 +321,15 @@ mod tests {
             let text = value.encode(threshold).unwrap();
             proptest::prop_assert_eq!(StateValue::decode(StateType::ConfigOverrides, &text).unwrap(), value);
         }
+    }
+
+    #[test]
+    fn decompression_stops_at_the_limit() {
+        // 2 MiB of zeros compress to about 2 KiB; with a 1 MiB limit the output is cut off.
+        let bomb = gzip_base64(&vec![0u8; 2 << 20]).unwrap();
+        let err = gunzip_base64(&bomb, 1 << 20).unwrap_err();
+        assert!(err.contains("limit of 1048576 bytes"), "{err}");
+        assert_eq!(gunzip_base64(&bomb, 2 << 20).map(|v| v.len()), Ok(2 << 20));
     }
 
     #[test]

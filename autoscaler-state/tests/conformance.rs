@@ -360,13 +360,12 @@ async fn format_v1_fixture_still_loads(db: &TestDb) {
 }
 per_backend!(format_v1_fixture_still_loads);
 
-// Writes the fixture (run by hand with AUTOSCALER_WRITE_FIXTURES=1 when the format version changes:
-// then add a new directory, never rewrite an old one).
+// Writes the fixture, by hand only, when the format version changes (then add a new directory,
+// never rewrite an old one):
+// `cargo test -p autoscaler-state --test conformance write_fixtures -- --ignored`.
 #[test]
-fn write_fixtures_on_request() {
-    if std::env::var("AUTOSCALER_WRITE_FIXTURES").is_err() {
-        return;
-    }
+#[ignore = "a fixture writer, not a test: run by hand with --ignored when the format version changes"]
+fn write_fixtures() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let db = TestDb::new(Kind::Sqlite).await.unwrap();

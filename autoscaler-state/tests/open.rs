@@ -128,3 +128,32 @@ async fn a_foreign_table_with_our_name_is_refused_postgres() {
 async fn a_foreign_table_with_our_name_is_refused_mysql() {
     foreign_table_is_refused(common::Kind::MySql).await;
 }
+
+/// A row whose gzip expands past [`autoscaler_state::MAX_DECOMPRESSED_STATE_BYTES`]: 65 MiB of JSON
+/// whitespace around a valid state compress to about 65 KiB. Without the bound it was decompressed
+/// in full (the finding: 8.3 MB of gzip, 6 GiB in memory) and even read as valid; now the row is
+/// discarded as unreadable, like any other undecodable state.
+#[tokio::test]
+async fn a_decompression_bomb_row_is_discarded_within_the_limit() {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let Some(db) = common::TestDb::new(common::Kind::Sqlite).await else {
+        return;
+    };
+    // Creates the tables.
+    drop(open_state_store(&db.url).await.unwrap());
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let spaces = vec![b' '; 1 << 20];
+    for _ in 0..65 {
+        encoder.write_all(&spaces).unwrap();
+    }
+    encoder.write_all(br#"{"v1": 7}"#).unwrap();
+    let gzip = base64::engine::general_purpose::STANDARD.encode(encoder.finish().unwrap());
+    assert!(gzip.len() < 1 << 20, "{}", gzip.len());
+    let row = format!(r#"{{"v":1,"gzip":"{gzip}"}}"#);
+    assert!(autoscaler_state::decode_state_value(autoscaler_state::StateType::ParallelismOverrides, &row).is_err());
+    db.insert_state_row("job", "parallelismOverrides", &row).await;
+    let store = open_state_store(&db.url).await.unwrap();
+    let overrides = store.get_parallelism_overrides(&ctx("job")).await.unwrap();
+    assert!(overrides.is_empty(), "{overrides:?}");
+}

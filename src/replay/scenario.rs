@@ -18,13 +18,41 @@ use std::time::Duration;
 pub const SCENARIO_FORMAT: &str = "flink-autoscaler-scenario/1";
 
 /// Invalid scenario input: the JSON path of the offending field and what was wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid scenario: {path}: {message}")]
+///
+/// Displayed as one line, `invalid scenario: <path>: <message>`, with every control character
+/// (newline, carriage return, the ESC of an ANSI sequence, ...) and Unicode line separator that the
+/// input smuggled into a key or value escaped as `\n`, `\u{1b}`, ...: the input cannot split the
+/// message or drive the terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioError {
     /// JSON path of the offending field, e.g. `topology.vertices[1].parallelism`.
     pub path: String,
     /// What was expected and what was found.
     pub message: String,
+}
+
+impl std::error::Error for ScenarioError {}
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid scenario: ")?;
+        write_escaped(f, &self.path)?;
+        f.write_str(": ")?;
+        write_escaped(f, &self.message)
+    }
+}
+
+/// `text` with control characters and line/paragraph separators escaped (`char::escape_default`).
+fn write_escaped(f: &mut std::fmt::Formatter<'_>, text: &str) -> std::fmt::Result {
+    use std::fmt::Write as _;
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            write!(f, "{}", c.escape_default())?;
+        } else {
+            f.write_char(c)?;
+        }
+    }
+    Ok(())
 }
 
 impl ScenarioError {

@@ -80,9 +80,20 @@ impl AlignmentContext {
         if target <= 0 {
             return 0;
         }
+        // The reference scans `target..=region_end` one by one: with a prime N near 2^31 and a high
+        // upper limit that is billions of steps. The first hit of either test has a closed form
+        // (the smallest divisor of N at or above the target, in O(sqrt N); the first p where the
+        // share N / p drops), so the answer is the same without the scan.
         let share_at_target = n / target;
-        (target..=region_end)
-            .find(|&p| n % p == 0 || (accept_load_reducing && n / p < share_at_target))
+        let divisor = smallest_divisor_at_least(n, target);
+        // For N > 0 and share s >= 1, floor(N / p) < s first holds at p = floor(N / s) + 1; for
+        // N <= 0 or s = 0 it never holds (truncating division only grows towards 0).
+        let load_reducing = (accept_load_reducing && n > 0 && share_at_target > 0).then(|| n / share_at_target + 1);
+        [divisor, load_reducing]
+            .into_iter()
+            .flatten()
+            .filter(|&p| p <= region_end)
+            .min()
             .unwrap_or(0)
     }
 
@@ -94,16 +105,11 @@ impl AlignmentContext {
         if target <= 0 {
             return self.lower_limit.max(0);
         }
-        let mut p = target;
-        while p > 0 {
-            if n / p > n / target {
-                if n % p != 0 {
-                    p += 1;
-                }
-                break;
-            }
-            p -= 1;
-        }
+        // The walk down stops at the largest p <= target with floor(N / p) > floor(N / target) = s,
+        // that is p = floor(N / (s + 1)) (for N > 0); it runs out at 0 when there is none.
+        let share_at_target = n / target;
+        let p = if n > 0 { n / (share_at_target + 1) } else { 0 };
+        let p = if p > 0 && n % p != 0 { p + 1 } else { p };
         p.max(self.lower_limit)
     }
 
@@ -123,6 +129,29 @@ impl AlignmentContext {
             limited: (candidate != self.target).then_some((self.target, candidate)),
         }
     }
+}
+
+/// The smallest `p >= from` (with `from >= 1`) dividing `n`, by trial division up to `sqrt(|n|)`
+/// (at most 65 536 steps for the `u32` counts a topology holds). Every `p` divides 0.
+fn smallest_divisor_at_least(n: i64, from: i64) -> Option<i64> {
+    let m = n.unsigned_abs();
+    let from = u64::try_from(from).ok()?.max(1);
+    if m == 0 {
+        return i64::try_from(from).ok();
+    }
+    let mut best: Option<u64> = None;
+    let mut i = 1u64;
+    while i <= m / i {
+        if m % i == 0 {
+            for d in [i, m / i] {
+                if d >= from && best.is_none_or(|b| d < b) {
+                    best = Some(d);
+                }
+            }
+        }
+        i += 1;
+    }
+    best.and_then(|b| i64::try_from(b).ok())
 }
 
 /// Aligns `ctx.target` under `mode` (anchor §2.5). Built-in modes never block and never report;
@@ -282,6 +311,95 @@ mod tests {
             AlignmentMode::LegacyEvenlySpread,
         ] {
             assert_eq!(align(mode, &ctx).parallelism, 24);
+        }
+    }
+
+    /// The reference's scan, one candidate at a time: the closed forms must give the same answer.
+    fn scanned_first_aligned(ctx: &AlignmentContext, accept_load_reducing: bool) -> i64 {
+        let n = ctx.num_key_groups_or_partitions();
+        let end = if ctx.is_scale_up() {
+            ctx.upper_bound_for_alignment()
+        } else {
+            ctx.current.min(ctx.upper_bound_for_alignment())
+        };
+        if ctx.target <= 0 {
+            return 0;
+        }
+        let share = n / ctx.target;
+        (ctx.target..=end)
+            .find(|&p| n % p == 0 || (accept_load_reducing && n / p < share))
+            .unwrap_or(0)
+    }
+
+    fn scanned_relaxed(ctx: &AlignmentContext) -> i64 {
+        let (n, target) = (ctx.num_key_groups_or_partitions(), ctx.target);
+        if target <= 0 {
+            return ctx.lower_limit.max(0);
+        }
+        let mut p = target;
+        while p > 0 {
+            if n / p > n / target {
+                if n % p != 0 {
+                    p += 1;
+                }
+                break;
+            }
+            p -= 1;
+        }
+        p.max(ctx.lower_limit)
+    }
+
+    #[test]
+    fn a_prime_near_2_pow_32_aligns_without_scanning() {
+        // 4294967291 is the largest prime below 2^32: its only divisor in the region is itself, which
+        // the scan reached after 4.3 billion steps (seconds per vertex). BALANCED stops where the
+        // share drops: share = floor(4294967291 / 1000) = 4294967, and the first p with a smaller
+        // share is floor(4294967291 / 4294967) + 1 = 1000 + 1 = 1001.
+        let n = 4_294_967_291;
+        let ctx = AlignmentContext {
+            current: 500,
+            target: 1000,
+            num_source_partitions: 0,
+            max_parallelism: n,
+            lower_limit: 1,
+            upper_limit: n,
+            has_hash_input: true,
+        };
+        let started = std::time::Instant::now();
+        assert_eq!(align(AlignmentMode::EvenlySpread, &ctx).parallelism, n);
+        assert_eq!(align(AlignmentMode::Balanced, &ctx).parallelism, 1001);
+        assert_eq!(align(AlignmentMode::LegacyEvenlySpread, &ctx).parallelism, n);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn closed_forms_match_the_scan(
+            n in 1i64..3000,
+            partitions in prop_oneof![Just(0i64), 1i64..600],
+            current in 1i64..400,
+            target in -2i64..700,
+            lower in 1i64..50,
+            upper in 1i64..800,
+            hash in any::<bool>(),
+        ) {
+            let ctx = AlignmentContext {
+                current,
+                target,
+                num_source_partitions: partitions,
+                max_parallelism: n,
+                lower_limit: lower,
+                upper_limit: upper,
+                has_hash_input: hash,
+            };
+            for accept in [false, true] {
+                prop_assert_eq!(ctx.first_aligned_in_region(accept), scanned_first_aligned(&ctx, accept));
+            }
+            prop_assert_eq!(ctx.relaxed_downward_fallback(), scanned_relaxed(&ctx));
         }
     }
 

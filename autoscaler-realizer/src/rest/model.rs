@@ -41,7 +41,9 @@ impl JobOverview {
     /// CREATED. `None` for a state this crate does not know.
     pub fn effective_status(&self) -> Option<JobStatus> {
         let status = JobStatus::parse(&self.state)?;
-        let all_running_or_finished = self.tasks.total == self.tasks.running + self.tasks.finished;
+        // In u64: Flink's counts are ints, but a body claiming u32::MAX of each must not overflow.
+        let all_running_or_finished =
+            u64::from(self.tasks.total) == u64::from(self.tasks.running) + u64::from(self.tasks.finished);
         if status == JobStatus::Running && !all_running_or_finished {
             return Some(JobStatus::Created);
         }

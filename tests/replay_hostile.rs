@@ -1,0 +1,128 @@
+//! Hostile inputs for `replay`, generated: a valid scenario with one node anywhere in it replaced by
+//! a hostile value (huge, negative, fractional, NaN, empty, wrong type, control characters, deep
+//! nesting). Every case must either give a result or fail with one line naming a JSON path, and
+//! must do so quickly.
+
+use proptest::prelude::*;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+fn base_scenarios() -> Vec<Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/scenarios")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok())
+        .collect()
+}
+
+fn hostile_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        Just(serde_json::json!(u64::MAX)),
+        Just(serde_json::json!(i64::MIN)),
+        Just(serde_json::json!(4_294_967_291u64)),
+        Just(serde_json::json!(-1)),
+        Just(serde_json::json!(0)),
+        Just(serde_json::json!(0.5)),
+        Just(serde_json::json!(1e308)),
+        Just(serde_json::json!("NaN")),
+        Just(serde_json::json!("")),
+        Just(serde_json::json!("9223372036854775807 s")),
+        Just(serde_json::json!("100000000 d")),
+        Just(serde_json::json!("+262143-12-31T23:59:59Z")),
+        Just(serde_json::json!("line\nbreak\u{1b}[31m")),
+        Just(serde_json::json!([])),
+        Just(serde_json::json!({})),
+        Just(serde_json::json!(true)),
+        (1usize..200).prop_map(|depth| {
+            let mut v = Value::Null;
+            for _ in 0..depth {
+                v = Value::Array(vec![v]);
+            }
+            v
+        }),
+        "[a-z\\n\\x1b]{0,12}".prop_map(Value::String),
+    ]
+}
+
+/// Every node of `v` by its path of keys / indexes.
+fn paths(v: &Value, prefix: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
+    out.push(prefix.clone());
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                prefix.push(Value::String(k.clone()));
+                paths(child, prefix, out);
+                prefix.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                prefix.push(Value::from(i));
+                paths(child, prefix, out);
+                prefix.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn node_mut<'v>(v: &'v mut Value, path: &[Value]) -> Option<&'v mut Value> {
+    let mut node = v;
+    for step in path {
+        node = match step {
+            Value::String(k) => node.get_mut(k.as_str())?,
+            Value::Number(i) => node.get_mut(usize::try_from(i.as_u64()?).ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #[test]
+    fn a_hostile_node_gives_a_result_or_one_line_naming_a_path(
+        scenario in 0usize..64,
+        node in any::<prop::sample::Index>(),
+        replacement in hostile_value(),
+        rename in any::<bool>(),
+    ) {
+        let bases = base_scenarios();
+        let mut doc = bases[scenario % bases.len()].clone();
+        let mut all = Vec::new();
+        paths(&doc, &mut Vec::new(), &mut all);
+        let path = node.get(&all).clone();
+        if rename && let Some((Value::String(key), parent_path)) = path.split_last().map(|(l, p)| (l.clone(), p.to_vec())) {
+            // Rename a key instead: a newline and an ANSI escape in a JSON key.
+            if let Some(Value::Object(map)) = node_mut(&mut doc, &parent_path)
+                && let Some(value) = map.remove(&key)
+            {
+                map.insert(format!("{key}\n\u{1b}[2J"), value);
+            }
+        } else if let Some(target) = node_mut(&mut doc, &path) {
+            *target = replacement;
+        }
+        let text = doc.to_string();
+        let started = Instant::now();
+        let outcome = flink_autoscaler::replay::replay_str(&text);
+        let elapsed = started.elapsed();
+        prop_assert!(elapsed < Duration::from_secs(5), "took {elapsed:?} on {text}");
+        match outcome {
+            Ok(result) => prop_assert_eq!(&result["format"], "flink-autoscaler-result/1"),
+            Err(e) => {
+                let message = e.to_string();
+                prop_assert!(!message.contains('\n') && !message.contains('\r') && !message.contains('\u{1b}'), "{message:?}");
+                prop_assert!(message.starts_with("invalid scenario: "), "{message}");
+                prop_assert!(!e.path.is_empty(), "no JSON path: {message}");
+            }
+        }
+    }
+}
