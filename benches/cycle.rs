@@ -1,5 +1,5 @@
 //! Criterion benchmark of one full autoscaler cycle through `JobAutoScalerImpl` on the bench
-//! scenarios (`tests/fixtures/bench/`, byte-identical copies of `shared/bench-scenarios`): load the
+//! scenarios (`tests/fixtures/bench/`, the reference's benchmark inputs): load the
 //! stored window from an in-memory state store, add this cycle's snapshot, window and trim,
 //! evaluate, decide, persist the decision. The store is pre-loaded outside the timed section.
 //!

@@ -1,6 +1,6 @@
 //! Criterion benchmark of the evaluation stage: windowing (restart discard, trim) plus
 //! `autoscaler_metrics::evaluate` on an already-loaded metric history of the bench scenarios
-//! (`tests/fixtures/bench/`, byte-identical copies of `shared/bench-scenarios`).
+//! (`tests/fixtures/bench/`, the reference's benchmark inputs).
 //!
 //! Parsing the scenario is not timed. `window+evaluate` clones the untrimmed history outside the
 //! timed section (the window trims it in place); `evaluate` runs on the trimmed 60-sample window.

@@ -17,7 +17,7 @@
 #   FLINK_E2E_PORT    REST port (default 18081); the RPC port is PORT+1
 #   FLINK_E2E_SLOTS   task slots of the single TaskManager (default 8)
 #   FLINK_E2E_START_TIMEOUT  seconds to wait for REST after start (default 300)
-# Facts and gotchas behind every setting: shared/reference/flink-local.md (sections in comments below).
+# Each step's comment says which Flink fact or gotcha it works around.
 set -euo pipefail
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
@@ -48,7 +48,7 @@ rest() { curl -sS -m 30 --noproxy '*' "$@"; }
 json() { python3 -c 'import json,sys; d=json.load(sys.stdin); r=eval(sys.argv[1]); print(r if not isinstance(r,(dict,list)) else json.dumps(r))' "$1"; }
 
 # ---------------------------------------------------------------------------------------------
-# setup: wheels -> FLINK_HOME (flink-local.md section 2, steps 1-2)
+# setup: wheels -> FLINK_HOME
 # ---------------------------------------------------------------------------------------------
 cmd_setup() {
     command -v python3 >/dev/null || die "python3 is required (pip downloads the Flink wheels)"
@@ -102,7 +102,7 @@ PY
 }
 
 # ---------------------------------------------------------------------------------------------
-# start (flink-local.md section 2, steps 3-5)
+# start
 # ---------------------------------------------------------------------------------------------
 pid_alive() { [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null; }
 
@@ -253,7 +253,7 @@ cmd_status() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# submit: compile the job against flink-dist, upload, run (flink-local.md section 4)
+# submit: compile the job against flink-dist, upload, run
 # ---------------------------------------------------------------------------------------------
 build_job() {
     command -v javac >/dev/null || die "javac is required"

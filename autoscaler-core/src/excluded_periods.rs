@@ -1,5 +1,5 @@
 //! `job.autoscaler.excluded.periods`: time windows in which scaling is only reported, never executed
-//! (reference: `CalendarUtils`, anchor-features §2.9).
+//! (reference: `CalendarUtils`).
 //!
 //! Each list entry is one or two sub-expressions joined by `&&`, all of which must match:
 //! * a daily range `HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]` (Quartz `DailyCalendar` with the time range

@@ -1,5 +1,5 @@
 //! Typed autoscaler options (`job.autoscaler.*`) with the reference's defaults, fallback and
-//! deprecated keys (anchor-features §1.1-1.4), and Flink's value syntax for booleans, numbers,
+//! deprecated keys (reference `AutoScalerOptions`), and Flink's value syntax for booleans, numbers,
 //! enums, lists and memory sizes (durations: [`crate::duration`]).
 //!
 //! ```
@@ -225,7 +225,7 @@ pub const LEGACY_PREFIX: &str = "kubernetes.operator.job.autoscaler.";
 
 /// Every key that can set the option `job.autoscaler.<name>`, in the reference's lookup order: the
 /// canonical key, its fallback keys in declared order, then its deprecated keys (Flink
-/// `ConfigOption` puts fallback keys before deprecated ones, anchor-features §1.1).
+/// `ConfigOption` puts fallback keys before deprecated ones).
 ///
 /// ```
 /// use autoscaler_core::options::option_keys;
@@ -528,7 +528,7 @@ impl AutoScalerOptions {
 /// The names `scaling.parallelism-alignment.mode` selects a built-in mode with (case-sensitive).
 const BUILT_IN_ALIGNMENT_MODES: [&str; 3] = ["BALANCED", "EVENLY_SPREAD", "OFF"];
 
-/// Resolves the alignment mode (anchor-features §2.5 "Mode resolution", reference
+/// Resolves the alignment mode (reference
 /// `ParallelismAligner.resolve`):
 /// 1. `scaling.parallelism-alignment.mode` explicitly set: `BALANCED`, `EVENLY_SPREAD` or `OFF`
 ///    compared case-sensitively; any other value names a custom mode

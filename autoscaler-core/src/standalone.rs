@@ -1,4 +1,4 @@
-//! The standalone control loop (FLIP-334's `StandaloneAutoscalerExecutor`, anchor-features §4.1).
+//! The standalone control loop (FLIP-334's `StandaloneAutoscalerExecutor`).
 //!
 //! Every `autoscaler.standalone.control-loop.interval` the loop fetches the job list and scales
 //! every job on its own tokio task, at most `control-loop.parallelism` at a time. The rules it keeps:

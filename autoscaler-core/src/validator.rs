@@ -1,5 +1,4 @@
-//! Option validation before a standalone cycle (reference: `AutoscalerValidator.validateAutoscalerOptions`,
-//! anchor-features §1.5).
+//! Option validation before a standalone cycle (reference: `AutoscalerValidator.validateAutoscalerOptions`).
 //!
 //! Runs only when `job.autoscaler.enabled` is true and reports the first problem:
 //! range checks of the utilization, scale-factor and memory-threshold options; the

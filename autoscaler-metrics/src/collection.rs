@@ -4,8 +4,8 @@
 //! aggregated subtask metrics Flink reports ([`AggregatedMetric`] keyed by [`FlinkMetric`]), the IO
 //! counters of the job details ([`IoMetrics`]) and the cluster's task-manager and slot metrics. The
 //! functions here turn those into the [`CollectedMetrics`] snapshot the evaluation works on, exactly
-//! as the reference's `ScalingMetrics` and `ScalingMetricCollector.convertToScalingMetrics` do
-//! (anchor-features §2.2.5). No I/O, no clock.
+//! as the reference's `ScalingMetrics` and `ScalingMetricCollector.convertToScalingMetrics` do.
+//! No I/O, no clock.
 //!
 //! ```
 //! use autoscaler_metrics::collection::compute_observed_tpr_with_backpressure;

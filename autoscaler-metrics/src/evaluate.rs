@@ -1,7 +1,7 @@
 //! Evaluation of a metric window: true processing rate, target and catch-up data rates, load and
 //! the scale-up / scale-down rate thresholds of every vertex, plus the job-wide metrics.
 //!
-//! This is the reference's `ScalingMetricEvaluator.computeEvaluatedMetrics` (anchor-features §2.3),
+//! This is the reference's `ScalingMetricEvaluator.computeEvaluatedMetrics`,
 //! without custom evaluator plugins. The history is read in one pass: every snapshot's vertex map is
 //! merged once against the topology's ids sorted the same way, feeding per-vertex rate and average
 //! accumulators, so no per-sample map lookup happens.
@@ -55,7 +55,7 @@ impl Default for EvaluationConfig {
 }
 
 /// Evaluates the metric window `history` of the job `topology` (reference:
-/// `ScalingMetricEvaluator.computeEvaluatedMetrics`, anchor-features §2.3).
+/// `ScalingMetricEvaluator.computeEvaluatedMetrics`).
 ///
 /// Every vertex, finished or not, gets `TARGET_DATA_RATE` (average), `CATCH_UP_DATA_RATE` (current),
 /// `TRUE_PROCESSING_RATE` and `LOAD` (average), `LAG` (current, only when the latest snapshot has it),
@@ -113,7 +113,7 @@ pub(crate) fn evaluate_inner(
 
 /// The scale-up and scale-down rate thresholds of a vertex from its evaluated `TARGET_DATA_RATE`
 /// (average) and `CATCH_UP_DATA_RATE` (current), as `(scale_up, scale_down)`
-/// (reference: `computeProcessingRateThresholds`, anchor-features §2.3.5).
+/// (reference: `computeProcessingRateThresholds`).
 ///
 /// While the job processes backlog the bounds are 1.0 and 0.0, so the scale-down threshold is +Inf
 /// and nothing scales down; otherwise they are [`EvaluationConfig::utilization_max`] and
@@ -232,7 +232,7 @@ struct VertexSeries<'h> {
     latest: Option<&'h MetricValues>,
 }
 
-/// The job-wide metrics whose window mean is reported (anchor-features §2.3.6).
+/// The job-wide metrics whose window mean is reported (reference `ScalingMetricEvaluator.evaluateGlobalMetrics`).
 const GLOBAL_AVERAGED: [ScalingMetric; 4] = [
     ScalingMetric::HeapMaxUsageRatio,
     ScalingMetric::HeapMemoryUsed,
@@ -345,7 +345,7 @@ impl GlobalSeries<'_> {
     }
 }
 
-/// Reference `isProcessingBacklog` (anchor-features §2.3.2): some source's latest lag (0 when
+/// Reference `isProcessingBacklog`: some source's latest lag (0 when
 /// absent) divided by its input rate exceeds the backlog lag threshold in whole seconds. A NaN rate
 /// never counts; a zero rate with positive lag is +Inf and does.
 fn is_processing_backlog(topology: &JobTopology, window: &Window<'_>, config: &EvaluationConfig) -> bool {
@@ -711,7 +711,7 @@ mod tests {
         metrics.iter().copied().collect()
     }
 
-    // --- busy time and true processing rate (anchor-features §2.3.4) ---
+    // --- busy time and true processing rate ---
 
     #[test]
     fn busy_time_is_the_load_mean_for_max_and_min_and_the_counter_rate_for_avg() {
@@ -830,7 +830,7 @@ mod tests {
         assert_eq!(select_true_processing_rate(116.0, 100.0, 0.15), 100.0);
     }
 
-    // --- edge data rates and target-rate propagation (anchor-features §2.3.3) ---
+    // --- edge data rates and target-rate propagation ---
 
     #[test]
     fn edge_rate_uses_the_single_input_or_subtracts_single_output_siblings() {
@@ -1136,7 +1136,7 @@ mod tests {
         );
     }
 
-    // --- backlog (anchor-features §2.3.2) ---
+    // --- backlog ---
 
     fn backlog(lag: f64, records_in_after_1s: f64, threshold: Duration) -> bool {
         let topo = topology(&[("src", 1), ("sink", 1)], &[("src", "sink")]);
@@ -1216,7 +1216,7 @@ mod tests {
         );
     }
 
-    // --- thresholds (anchor-features §2.3.5) ---
+    // --- thresholds ---
 
     fn thresholds(target: f64, catch_up: f64, catch_up_s: u64, restart_s: u64, backlog: bool) -> (f64, f64) {
         let metrics = with(&[
@@ -1286,7 +1286,7 @@ mod tests {
         assert_eq!(java_min(1.0, 0.9), 0.9);
     }
 
-    // --- global metrics (anchor-features §2.3.6) ---
+    // --- global metrics ---
 
     #[test]
     fn global_metrics_report_latest_values_and_window_means() {

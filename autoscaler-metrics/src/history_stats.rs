@@ -1,6 +1,6 @@
 //! Window statistics of one metric: the reference's `getRate` and `getAverage`.
 //!
-//! Both follow Java `double` semantics exactly (anchor-features §2.3.1): NaN samples are skipped,
+//! Both follow Java `double` semantics exactly: NaN samples are skipped,
 //! infinite samples are skipped by averages but remembered, and the rate of an accumulated counter
 //! is taken between its first and last non-NaN samples.
 

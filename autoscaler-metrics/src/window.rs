@@ -2,7 +2,7 @@
 //! snapshots it keeps.
 //!
 //! Implements the windowing at the end of the reference's `ScalingMetricCollector.collect`
-//! (anchor-features §2.2.3 and §2.2.6; replay-format §3.3 steps 2 and 3).
+//! (`docs/replay-format.md` §3.3 steps 2 and 3).
 
 use crate::MetricHistory;
 use crate::time::{add_saturating, sub_saturating};
@@ -23,7 +23,7 @@ pub struct WindowStatus {
     pub window_full_time: DateTime<Utc>,
 }
 
-/// Computes the stabilization and window-full rule of the reference (anchor-features §2.2.3):
+/// Computes the stabilization and window-full rule of the reference:
 /// `stable_time = job_running_since + stabilization`, `stabilizing = now < stable_time`, and
 /// `window_full_time` is the first snapshot at or after `stable_time` plus `window`, or `now + window`
 /// when there is none. The window is full when `now >= window_full_time`.

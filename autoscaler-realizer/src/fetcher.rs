@@ -1,5 +1,5 @@
 //! [`FlinkClusterJobListFetcher`]: the jobs of one Flink cluster, each with its configuration
-//! (reference: standalone `FlinkClusterJobListFetcher`, anchor-features §4.2).
+//! (reference: standalone `FlinkClusterJobListFetcher`).
 
 use crate::options::rest_client_timeout;
 use crate::rest::{FlinkRestClient, JobOverview};

@@ -1,6 +1,5 @@
 //! [`RescaleApiScalingRealizer`]: applies parallelism overrides in place through the adaptive
-//! scheduler's resource-requirements API (reference: standalone `RescaleApiScalingRealizer`,
-//! anchor-features §4.3).
+//! scheduler's resource-requirements API (reference: standalone `RescaleApiScalingRealizer`).
 
 use crate::context::FlinkRestContext;
 use crate::options::uses_adaptive_scheduler;

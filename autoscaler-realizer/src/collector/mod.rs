@@ -1,5 +1,5 @@
 //! [`RestMetricsCollector`]: collects a job's topology and scaling metrics over Flink's REST API
-//! (reference `RestApiMetricsCollector` + `ScalingMetricCollector`, anchor-features §2.2).
+//! (reference `RestApiMetricsCollector` + `ScalingMetricCollector`).
 //!
 //! One collection:
 //! 1. `GET /jobs/<id>`: when the job last became RUNNING, vertex parallelism / max parallelism /
