@@ -545,12 +545,9 @@ mod tests {
         assert_eq!(times(&state.metric_history), [30, 60, 90]);
     }
 
-    #[test]
-    fn flink_metrics_are_converted_against_the_window_of_the_current_run_only() {
-        let options = options(&[]);
-        // Two observed-TPR samples (400, 600) of the current run: not catching up, the source
-        // carries their average 500 forward.
-        let mut state = JobState {
+    /// A state whose window holds observed-TPR samples 400 (at 10) and 600 (at 20).
+    fn two_observed_tpr_samples() -> JobState {
+        JobState {
             metric_history: [
                 (at(10), observed_tpr_sample(400.0)),
                 (at(20), observed_tpr_sample(600.0)),
@@ -558,7 +555,15 @@ mod tests {
             .into_iter()
             .collect(),
             ..JobState::default()
-        };
+        }
+    }
+
+    #[test]
+    fn flink_metrics_are_converted_against_the_window_of_the_current_run_only() {
+        let options = options(&[]);
+        // Two observed-TPR samples (400, 600) of the current run: not catching up, the source
+        // carries their average 500 forward.
+        let mut state = two_observed_tpr_samples();
         observe(
             &mut state,
             &mut StateChanges::default(),
@@ -571,15 +576,7 @@ mod tests {
         assert_eq!(latest.and_then(|m| m.get(ScalingMetric::ObservedTpr)), Some(500.0));
 
         // The same samples taken before the job (re)started at 15 are void: nothing to carry.
-        let mut state = JobState {
-            metric_history: [
-                (at(10), observed_tpr_sample(400.0)),
-                (at(20), observed_tpr_sample(600.0)),
-            ]
-            .into_iter()
-            .collect(),
-            ..JobState::default()
-        };
+        let mut state = two_observed_tpr_samples();
         observe(
             &mut state,
             &mut StateChanges::default(),
