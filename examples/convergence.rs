@@ -20,18 +20,11 @@
 //! rescale. The last line summarizes the default configuration.
 
 use flink_autoscaler::core::Configuration;
-use flink_autoscaler::sim::harness::{ConvergenceReport, example_configuration, measure_convergence};
+use flink_autoscaler::sim::harness::{
+    ConvergenceReport, ConvergenceSummary, example_configuration, measure_convergence,
+};
 use flink_autoscaler::sim::{Simulator, workloads};
 use std::time::{Duration, Instant};
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
 
 fn parallelism_list(report: &ConvergenceReport) -> (String, String) {
     let Some(last) = report.phases.last() else {
@@ -120,33 +113,6 @@ async fn run_table(
     Ok(reports)
 }
 
-/// `workloads: N, rescales per load change: median M max X, over-provisioning: median P% max Q%, oscillations: O`
-fn summary(reports: &[ConvergenceReport]) -> String {
-    let mut rescales: Vec<f64> = reports
-        .iter()
-        .flat_map(|r| r.phases.iter().map(|p| p.rescales as f64))
-        .collect();
-    let mut over: Vec<f64> = reports
-        .iter()
-        .flat_map(|r| r.phases.iter().map(|p| p.over_provisioning * 100.0))
-        .collect();
-    let oscillations: usize = reports
-        .iter()
-        .flat_map(|r| r.phases.iter().map(|p| p.oscillations))
-        .sum();
-    let max_rescales = rescales.iter().copied().fold(0.0, f64::max);
-    let max_over = over.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!(
-        "workloads: {}, rescales per load change: median {} max {}, over-provisioning: median {:.0}% max {:.0}%, oscillations: {}",
-        reports.len(),
-        median(&mut rescales),
-        max_rescales,
-        median(&mut over),
-        max_over,
-        oscillations
-    )
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let verbose = std::env::args().any(|a| a == "--verbose");
@@ -167,7 +133,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         verbose,
     )
     .await?;
-    println!("variant {}", summary(&variant));
+    println!("variant {}", ConvergenceSummary::of(&variant));
     println!();
     println!(
         "final p / optimum p: parallelism per vertex (vertex ids in sorted order) at the end of the run; optimum: \
@@ -176,6 +142,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
          backlog grew. {:.1} s wall.",
         started.elapsed().as_secs_f64()
     );
-    println!("{}", summary(&default));
+    println!("{}", ConvergenceSummary::of(&default));
     Ok(())
 }

@@ -123,3 +123,23 @@ pub fn state_codec(data: &[u8]) {
         let _ = crate::state::decode_state_value(state_type, &text);
     }
 }
+
+/// Target `yarn_responses`: a YARN ResourceManager's `GET /ws/v1/cluster/apps` body, read as the
+/// YARN source reads it, then each kept application's JobManager address under every access mode.
+pub fn yarn_responses(data: &[u8]) {
+    use crate::realizer::yarn::{JobManagerAccess, running_flink_applications_in};
+    let Ok(apps) = running_flink_applications_in(data) else {
+        return;
+    };
+    for app in &apps {
+        for access in [
+            JobManagerAccess::Direct,
+            JobManagerAccess::DirectHttps,
+            JobManagerAccess::Proxy,
+        ] {
+            if let Ok(url) = app.jobmanager_url(access) {
+                assert!(!url.contains('\n'), "multi-line JobManager URL {url:?}");
+            }
+        }
+    }
+}

@@ -6,13 +6,14 @@ use std::path::Path;
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 6] = [
+const TARGETS: [(&str, Target); 7] = [
     ("replay_parse", flink_autoscaler::fuzzing::replay_parse),
     ("replay_whole", flink_autoscaler::fuzzing::replay_whole),
     ("flink_rest_models", flink_autoscaler::fuzzing::flink_rest_models),
     ("config_values", flink_autoscaler::fuzzing::config_values),
     ("excluded_periods", flink_autoscaler::fuzzing::excluded_periods),
     ("state_codec", flink_autoscaler::fuzzing::state_codec),
+    ("yarn_responses", flink_autoscaler::fuzzing::yarn_responses),
 ];
 
 #[test]

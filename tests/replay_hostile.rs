@@ -1,11 +1,24 @@
 //! Hostile inputs for `replay`, generated: a valid scenario with one node anywhere in it replaced by
 //! a hostile value (huge, negative, fractional, NaN, empty, wrong type, control characters, deep
 //! nesting). Every case must either give a result or fail with one line naming a JSON path, and
-//! must do so quickly.
+//! must do so within a time and a memory bound: in process (the peak heap of one replay, counted by
+//! this test binary's allocator), and through the binary (exit 0 with a result on stdout, or exit 2
+//! with one line on stderr).
 
+use peak_alloc::PeakAlloc;
 use proptest::prelude::*;
 use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// The system allocator, counting the bytes live and their peak.
+#[global_allocator]
+static ALLOCATOR: PeakAlloc = PeakAlloc;
+
+/// The most heap one replay of a hostile scenario (a few KB of JSON) may take: a valid scenario of
+/// that size needs well under 1 MB, an input-driven allocation would reach far beyond.
+const HEAP_BOUND: usize = 64 << 20;
 
 fn base_scenarios() -> Vec<Value> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
@@ -86,6 +99,90 @@ fn node_mut<'v>(v: &'v mut Value, path: &[Value]) -> Option<&'v mut Value> {
     Some(node)
 }
 
+/// A base scenario with one node replaced by `replacement`, or (with `rename`) one key renamed to
+/// carry a newline and an ANSI escape.
+fn hostile_scenario(scenario: usize, node: &prop::sample::Index, replacement: Value, rename: bool) -> String {
+    let bases = base_scenarios();
+    let mut doc = bases[scenario % bases.len()].clone();
+    let mut all = Vec::new();
+    paths(&doc, &mut Vec::new(), &mut all);
+    let path = node.get(&all).clone();
+    if rename && let Some((Value::String(key), parent_path)) = path.split_last().map(|(l, p)| (l.clone(), p.to_vec())) {
+        if let Some(Value::Object(map)) = node_mut(&mut doc, &parent_path)
+            && let Some(value) = map.remove(&key)
+        {
+            map.insert(format!("{key}\n\u{1b}[2J"), value);
+        }
+    } else if let Some(target) = node_mut(&mut doc, &path) {
+        *target = replacement;
+    }
+    doc.to_string()
+}
+
+/// Runs `flink-autoscaler replay FILE` on `text`, killed after `limit`: (exit code, stdout, stderr).
+fn replay_binary(text: &str, limit: Duration) -> (Option<i32>, String, String) {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let stem = std::env::temp_dir().join(format!(
+        "replay-hostile-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let [input, out, err] = ["json", "out", "err"].map(|ext| stem.with_extension(ext));
+    std::fs::write(&input, text).expect("write the scenario");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flink-autoscaler"))
+        .arg("replay")
+        .arg(&input)
+        .stdout(Stdio::from(std::fs::File::create(&out).expect("stdout file")))
+        .stderr(Stdio::from(std::fs::File::create(&err).expect("stderr file")))
+        .spawn()
+        .expect("the binary starts");
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait().expect("wait") {
+            Some(status) => break status,
+            None if started.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("replay still running after {limit:?} on {text}");
+            }
+            None => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let result = (status.code(), read(&out), read(&err));
+    for p in [input, out, err] {
+        let _ = std::fs::remove_file(p);
+    }
+    result
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #[test]
+    fn the_binary_exits_0_with_a_result_or_2_with_one_line(
+        scenario in 0usize..64,
+        node in any::<prop::sample::Index>(),
+        replacement in hostile_value(),
+        rename in any::<bool>(),
+    ) {
+        let text = hostile_scenario(scenario, &node, replacement, rename);
+        let (code, stdout, stderr) = replay_binary(&text, Duration::from_secs(20));
+        match code {
+            Some(0) => {
+                let result: Value = serde_json::from_str(&stdout).map_err(|e| TestCaseError::fail(format!("stdout is not JSON ({e}): {stdout}")))?;
+                prop_assert_eq!(&result["format"], "flink-autoscaler-result/1");
+            }
+            Some(2) => {
+                prop_assert_eq!(stderr.lines().count(), 1, "stderr: {:?}", stderr);
+                prop_assert!(stderr.contains("invalid scenario: "), "{}", stderr);
+                prop_assert!(!stderr.contains('\u{1b}'), "{:?}", stderr);
+                prop_assert!(stdout.is_empty(), "stdout on error: {}", stdout);
+            }
+            other => prop_assert!(false, "exit {:?}, stderr {:?} on {}", other, stderr, text),
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
     #[test]
@@ -95,26 +192,15 @@ proptest! {
         replacement in hostile_value(),
         rename in any::<bool>(),
     ) {
-        let bases = base_scenarios();
-        let mut doc = bases[scenario % bases.len()].clone();
-        let mut all = Vec::new();
-        paths(&doc, &mut Vec::new(), &mut all);
-        let path = node.get(&all).clone();
-        if rename && let Some((Value::String(key), parent_path)) = path.split_last().map(|(l, p)| (l.clone(), p.to_vec())) {
-            // Rename a key instead: a newline and an ANSI escape in a JSON key.
-            if let Some(Value::Object(map)) = node_mut(&mut doc, &parent_path)
-                && let Some(value) = map.remove(&key)
-            {
-                map.insert(format!("{key}\n\u{1b}[2J"), value);
-            }
-        } else if let Some(target) = node_mut(&mut doc, &path) {
-            *target = replacement;
-        }
-        let text = doc.to_string();
+        let text = hostile_scenario(scenario, &node, replacement, rename);
         let started = Instant::now();
+        ALLOCATOR.reset_peak_usage();
+        let baseline = ALLOCATOR.current_usage();
         let outcome = flink_autoscaler::replay::replay_str(&text);
+        let heap = ALLOCATOR.peak_usage().saturating_sub(baseline);
         let elapsed = started.elapsed();
         prop_assert!(elapsed < Duration::from_secs(5), "took {elapsed:?} on {text}");
+        prop_assert!(heap < HEAP_BOUND, "peak heap {heap} bytes on {text}");
         match outcome {
             Ok(result) => prop_assert_eq!(&result["format"], "flink-autoscaler-result/1"),
             Err(e) => {

@@ -214,23 +214,43 @@ impl YarnResourceManagerClient {
             ("applicationTypes", FLINK_APPLICATION_TYPE.to_owned()),
         ];
         let response: AppsResponse = self.client.get("ws/v1/cluster/apps", &query).await?;
-        let mut apps: Vec<YarnApplication> = response
-            .apps
-            .map(|list| list.app)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|app| {
-                let keep = app.is_running_flink() && is_application_id(&app.id);
-                if !keep {
-                    tracing::debug!(application = %app.id, state = %app.state, kind = %app.application_type, "skipping YARN application");
-                }
-                keep
-            })
-            .collect();
-        apps.sort_by(|a, b| a.id.cmp(&b.id));
-        apps.dedup_by(|a, b| a.id == b.id);
-        Ok(apps)
+        Ok(running_flink_applications(response))
     }
+}
+
+/// The RUNNING applications of type `Apache Flink` in an RM answer body (`GET
+/// /ws/v1/cluster/apps`), sorted by id, as [`YarnResourceManagerClient::running_flink_applications`]
+/// reads them: `{"apps":null}` is no application; entries of another state or type, or with a
+/// malformed id, are dropped; a repeated id is kept once.
+///
+/// ```
+/// use autoscaler_realizer::yarn::running_flink_applications_in;
+/// assert!(running_flink_applications_in(br#"{"apps":null}"#).unwrap().is_empty());
+/// let body = br#"{"apps":{"app":[{"id":"application_1_0001","state":"RUNNING","applicationType":"Apache Flink"},
+///                                  {"id":"../x","state":"RUNNING","applicationType":"Apache Flink"}]}}"#;
+/// assert_eq!(running_flink_applications_in(body).unwrap().len(), 1);
+/// ```
+pub fn running_flink_applications_in(body: &[u8]) -> Result<Vec<YarnApplication>, serde_json::Error> {
+    serde_json::from_slice::<AppsResponse>(body).map(running_flink_applications)
+}
+
+fn running_flink_applications(response: AppsResponse) -> Vec<YarnApplication> {
+    let mut apps: Vec<YarnApplication> = response
+        .apps
+        .map(|list| list.app)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|app| {
+            let keep = app.is_running_flink() && is_application_id(&app.id);
+            if !keep {
+                tracing::debug!(application = %app.id, state = %app.state, kind = %app.application_type, "skipping YARN application");
+            }
+            keep
+        })
+        .collect();
+    apps.sort_by(|a, b| a.id.cmp(&b.id));
+    apps.dedup_by(|a, b| a.id == b.id);
+    apps
 }
 
 #[cfg(test)]

@@ -331,6 +331,72 @@ pub struct ConvergenceReport {
     pub rescales: Vec<super::engine::RescaleEvent>,
 }
 
+/// The convergence benchmark's one-line summary over every phase of every workload: the numbers
+/// the README quotes and `tests/convergence_bounds.rs` holds to the agreed bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvergenceSummary {
+    /// Workloads measured.
+    pub workloads: usize,
+    /// Median rescales per load change (phase).
+    pub median_rescales: f64,
+    /// Most rescales in one load change.
+    pub max_rescales: usize,
+    /// Median over-provisioning at a phase's end, in percent.
+    pub median_over_provisioning: f64,
+    /// Largest over-provisioning at a phase's end, in percent.
+    pub max_over_provisioning: f64,
+    /// Oscillations (a vertex reversing direction twice or more in a phase), summed.
+    pub oscillations: usize,
+    /// Failed cycles, summed.
+    pub errors: usize,
+}
+
+impl ConvergenceSummary {
+    /// Summarizes `reports`.
+    pub fn of(reports: &[ConvergenceReport]) -> Self {
+        let phases = || reports.iter().flat_map(|r| r.phases.iter());
+        let mut rescales: Vec<f64> = phases().map(|p| p.rescales as f64).collect();
+        let mut over: Vec<f64> = phases().map(|p| p.over_provisioning * 100.0).collect();
+        Self {
+            workloads: reports.len(),
+            median_rescales: median(&mut rescales),
+            max_rescales: phases().map(|p| p.rescales).max().unwrap_or(0),
+            median_over_provisioning: median(&mut over),
+            max_over_provisioning: over.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            oscillations: phases().map(|p| p.oscillations).sum(),
+            errors: reports.iter().map(|r| r.errors.len()).sum(),
+        }
+    }
+}
+
+/// `workloads: N, rescales per load change: median M max X, over-provisioning: median P% max Q%,
+/// oscillations: O`.
+impl std::fmt::Display for ConvergenceSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "workloads: {}, rescales per load change: median {} max {}, over-provisioning: median {:.0}% max {:.0}%, \
+             oscillations: {}",
+            self.workloads,
+            self.median_rescales,
+            self.max_rescales,
+            self.median_over_provisioning,
+            self.max_over_provisioning,
+            self.oscillations
+        )
+    }
+}
+
+/// The median (the mean of the middle two for an even count; NaN when empty). Sorts `values`.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
 /// Runs `sim` under the autoscaler until `horizon`, cutting the run into load phases at the
 /// sources' change points (each phase is one "load change", the first being the initial
 /// deployment), and measures each phase at its end against the simulator's optimum at
@@ -438,4 +504,57 @@ fn count_reversals(rescales: &[&super::engine::RescaleEvent]) -> (usize, usize) 
         }
     }
     (reversals, oscillations)
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    fn phase(rescales: usize, over_provisioning: f64, oscillations: usize) -> PhaseReport {
+        PhaseReport {
+            start: Duration::ZERO,
+            end: Duration::from_secs(60),
+            rescales,
+            final_parallelism: BTreeMap::new(),
+            optimal_parallelism: BTreeMap::new(),
+            over_provisioning,
+            backlog_growing: Duration::ZERO,
+            reversals: oscillations * 2,
+            oscillations,
+            final_busy: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn the_summary_takes_medians_and_maxima_over_every_phase() {
+        let report = |name: &str, phases| ConvergenceReport {
+            name: name.into(),
+            phases,
+            errors: vec![],
+            rescales: vec![],
+        };
+        // Phases' rescales 1, 3, 0, 2 → sorted 0 1 2 3, median (1 + 2) / 2 = 1.5, max 3.
+        // Over-provisioning 10%, 40%, -5%, 20% → sorted -5 10 20 40, median 15%, max 40%.
+        let reports = [
+            report("a", vec![phase(1, 0.10, 0), phase(3, 0.40, 1)]),
+            report("b", vec![phase(0, -0.05, 0), phase(2, 0.20, 0)]),
+        ];
+        let summary = ConvergenceSummary::of(&reports);
+        assert_eq!(summary.median_rescales, 1.5);
+        assert_eq!(summary.max_rescales, 3);
+        assert!((summary.median_over_provisioning - 15.0).abs() < 1e-9);
+        assert!((summary.max_over_provisioning - 40.0).abs() < 1e-9);
+        assert_eq!(summary.oscillations, 1);
+        assert_eq!(
+            summary.to_string(),
+            "workloads: 2, rescales per load change: median 1.5 max 3, over-provisioning: median 15% max 40%, \
+             oscillations: 1"
+        );
+    }
+
+    #[test]
+    fn the_median_of_an_odd_count_is_the_middle_value() {
+        assert_eq!(median(&mut [5.0, 1.0, 3.0]), 3.0);
+        assert!(median(&mut []).is_nan());
+    }
 }
