@@ -83,10 +83,19 @@ fn run_replay(source: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match flink_autoscaler::replay::replay_str(&text) {
+    // The text, the parsed scenario and the result are each dropped once the next one exists, so a
+    // large scenario never holds all three at once.
+    let scenario = flink_autoscaler::replay::parse_scenario(&text);
+    drop(text);
+    let result = scenario.and_then(|scenario| flink_autoscaler::replay::replay(&scenario));
+    match result {
         Ok(result) => {
-            let mut out = std::io::stdout().lock();
-            match writeln!(out, "{result}") {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            let written = serde_json::to_writer(&mut out, &result)
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush());
+            match written {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     report(&format!("cannot write the result: {e}"));
