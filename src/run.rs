@@ -3,6 +3,7 @@
 //! `/metrics`, `/livez`, `/readyz` is `flink_autoscaler::service::http`).
 
 use anyhow::{Context, Result, bail};
+use autoscaler_core::plugins::{BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor, PluginRegistry};
 use autoscaler_core::secret::SecretSource;
 use autoscaler_core::standalone::ControlLoopOptions;
 use autoscaler_core::{
@@ -357,12 +358,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
         Arc::new(fetcher)
     };
     let autoscaler: Arc<dyn JobAutoScaler<String, Ctx>> = if args.dry_run {
-        let inner = Arc::new(JobAutoScalerImpl::new(
-            collector,
-            store,
-            Arc::new(LogOnlyRealizer),
-            events.clone(),
-        ));
+        let inner = Arc::new(
+            JobAutoScalerImpl::new(collector, store, Arc::new(LogOnlyRealizer), events.clone())
+                .with_plugins(stock_plugins()),
+        );
         Arc::new(ObservedAutoScaler::new(inner, metrics.clone()))
     } else {
         // Per job, the cooldown reads the Flink 2.x keys (1.x fallbacks) from the job's own
@@ -374,7 +373,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
             cooldown_defaults,
         ));
         let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = cooldown.clone();
-        let inner = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
+        let inner =
+            Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()).with_plugins(stock_plugins()));
         Arc::new(RescaleInFlightGuard::new(
             ObservedAutoScaler::new(inner, metrics.clone()),
             cooldown,
@@ -485,6 +485,13 @@ fn signal_count() -> tokio::sync::watch::Receiver<u32> {
         }
     });
     receiver
+}
+
+/// The plugins a job's configuration can select in `run` (by the `.class` value):
+/// [`BusinessHoursExecutor`] as `business-hours`. No cluster-resource check is set (the
+/// reference's default allows everything).
+fn stock_plugins() -> PluginRegistry {
+    PluginRegistry::new().with_executor(BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor)
 }
 
 #[cfg(test)]

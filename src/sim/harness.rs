@@ -5,6 +5,7 @@ use super::adapters::{SimContext, SimHandle, SimMetricsCollector, SimScalingReal
 use super::engine::Simulator;
 use autoscaler_core::async_trait;
 use autoscaler_core::job_autoscaler::{CycleOutcome, JobAutoScalerImpl};
+use autoscaler_core::plugins::PluginRegistry;
 use autoscaler_core::{AutoScalerEventHandler, AutoScalerStateStore, Configuration, EventType};
 use autoscaler_metrics::ScalingMetric;
 use autoscaler_state::InMemoryStateStore;
@@ -167,6 +168,13 @@ impl SimAutoscaler {
             store,
             events,
         }
+    }
+
+    /// Offers the plugins of `registry` to the autoscaler; the configuration selects them by name
+    /// ([`JobAutoScalerImpl::with_plugins`]).
+    pub fn with_plugins(mut self, registry: PluginRegistry) -> Self {
+        self.autoscaler = self.autoscaler.with_plugins(registry);
+        self
     }
 
     /// The simulator handle.
