@@ -25,12 +25,14 @@
 //! |---|---|---|
 //! | `flink_autoscaler_<metric>` (one per evaluated metric, lower snake case) | gauge | `source`, `job_id`, `job_name`, `vertex_id`, `vertex_name`, `stat` (`current`/`average`) |
 //! | `flink_autoscaler_parallelism`, `flink_autoscaler_recommended_parallelism` | gauge | as above, without `stat` |
+//! | `flink_autoscaler_memory_tuning_bytes` (memory tuning's last recommendation, one per size) | gauge | `source`, `job_id`, `job_name`, `key` (e.g. `taskmanager.memory.process.size`) |
 //! | `flink_autoscaler_cycles_total`, `flink_autoscaler_errors_total`, `flink_autoscaler_scalings_total` | counter | `source`, `job_id` |
 //! | `flink_autoscaler_cycle_duration_seconds` | histogram | `source` |
 //! | `flink_autoscaler_source_fetch_duration_seconds`, `flink_autoscaler_source_fetch_errors_total` | histogram, counter | `source` |
 //! | `flink_autoscaler_rest_request_duration_seconds`, `flink_autoscaler_rest_request_errors_total` | histogram, counter | `source`, `method`, `endpoint` (route template, e.g. `/jobs/:jobid/vertices/:vertexid/subtasks/metrics`); errors also `kind` |
 //! | `flink_autoscaler_state_flush_duration_seconds`, `flink_autoscaler_state_flush_errors_total` | histogram, counter | `store` (`sqlite`, `postgres`, `mysql`) |
 
+use autoscaler_core::tuning::MEMORY_TUNING_GAUGE_PREFIX;
 use autoscaler_core::{AutoscalerMetricsReporter, GaugeKind};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, VertexId};
 use autoscaler_realizer::sources::{JobLabels, SourceObserver};
@@ -59,8 +61,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The series of one job. It is the job's [`AutoscalerMetricsReporter`]: the core's `scalings`,
-/// `errors` and `RECOMMENDED_PARALLELISM` reports land here; other gauges are ignored (the
-/// evaluated metrics arrive whole through [`JobSeries::set_evaluation`]).
+/// `errors`, `RECOMMENDED_PARALLELISM` and `MemoryTuning.*` reports land here; other gauges are
+/// ignored (the evaluated metrics arrive whole through [`JobSeries::set_evaluation`]).
 #[derive(Debug)]
 pub struct JobSeries {
     labels: JobLabels,
@@ -73,6 +75,8 @@ pub struct JobSeries {
     /// Vertex id -> name, from the last collected topology.
     vertex_names: Mutex<Arc<HashMap<String, String>>>,
     recommended: Mutex<BTreeMap<String, f64>>,
+    /// Memory tuning's last recommended sizes in bytes, by configuration key.
+    memory: Mutex<BTreeMap<String, f64>>,
 }
 
 impl JobSeries {
@@ -92,6 +96,7 @@ impl JobSeries {
             evaluation: Mutex::new(None),
             vertex_names: Mutex::new(Arc::new(HashMap::new())),
             recommended: Mutex::new(BTreeMap::new()),
+            memory: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -168,6 +173,8 @@ impl AutoscalerMetricsReporter for JobSeries {
     fn set_gauge(&self, name: &str, value: f64) {
         if let Some(vertex) = name.strip_suffix(RECOMMENDED_SUFFIX) {
             lock(&self.recommended).insert(vertex.to_owned(), value);
+        } else if let Some(key) = name.strip_prefix(MEMORY_TUNING_GAUGE_PREFIX) {
+            lock(&self.memory).insert(key.to_owned(), value);
         }
     }
 }
@@ -378,6 +385,22 @@ impl ServiceMetrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", vertex_label(job, vertex, names), number(*value));
             }
         }
+        let name = "flink_autoscaler_memory_tuning_bytes";
+        let _ = writeln!(
+            out,
+            "# HELP {name} The TaskManager memory sizes memory tuning last recommended (bytes).\n# TYPE {name} gauge"
+        );
+        for (job, _, _) in &views {
+            for (key, value) in lock(&job.memory).iter() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{{},key=\"{}\"}} {}",
+                    job.job_labels,
+                    escape(key),
+                    number(*value)
+                );
+            }
+        }
         out
     }
 }
@@ -450,6 +473,33 @@ mod tests {
             job_id: key.into(),
             job_name: name.into(),
         }
+    }
+
+    #[test]
+    fn memory_tuning_recommendations_render_one_gauge_per_size() {
+        let metrics = ServiceMetrics::new();
+        let series = metrics.job(&labels("j1", "orders"));
+        // What the core reports with a recommendation (`MemoryRecommendation::gauges`).
+        series.set_gauge("MemoryTuning.taskmanager.memory.process.size", 1_079_430_352.0);
+        series.set_gauge("MemoryTuning.taskmanager.memory.jvm-metaspace.size", 100_663_296.0);
+        let text = metrics.render_jobs();
+        let job = r#"source="prod",job_id="j1",job_name="orders""#;
+        assert!(
+            text.contains("# TYPE flink_autoscaler_memory_tuning_bytes gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "flink_autoscaler_memory_tuning_bytes{{{job},key=\"taskmanager.memory.process.size\"}} 1079430352\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "flink_autoscaler_memory_tuning_bytes{{{job},key=\"taskmanager.memory.jvm-metaspace.size\"}} 100663296\n"
+            )),
+            "{text}"
+        );
     }
 
     #[test]
