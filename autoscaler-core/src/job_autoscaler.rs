@@ -355,10 +355,7 @@ where
             restart_time,
             tpr: &tpr,
         });
-        if let Some(explanation) = autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history)
-        {
-            record.set_explanation(&observation.topology, &explanation);
-        }
+        record.explain_window(&observation.topology, &state.metric_history);
         for event in &decision.events {
             match &event.report_header {
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
