@@ -6,6 +6,7 @@
 use flink_autoscaler::core::record::{JobOutcome, VertexReason};
 use flink_autoscaler::recording::{Entry, Recorder, RecorderOptions, open_recording_file, read_recording_file};
 use flink_autoscaler::replay::recording::{RecordingReplay, WhatIf, render, replay_recording};
+use flink_autoscaler::sim::adapters::sim_instant;
 use flink_autoscaler::sim::harness::{SimAutoscaler, example_configuration};
 use flink_autoscaler::sim::{Simulator, workloads};
 use std::path::{Path, PathBuf};
@@ -13,9 +14,13 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+/// What the recorded run left: the recording, the rescales the simulator applied and the
+/// `ScalingReport` events the live cycles emitted (simulated instant, message).
+type Recorded = (PathBuf, usize, Vec<(Duration, String)>);
+
 /// Records 40 simulated minutes of the quickstart job (cycle every 10 s) once per test binary.
-fn recording() -> &'static (PathBuf, usize) {
-    static RECORDING: OnceLock<(PathBuf, usize)> = OnceLock::new();
+fn recording() -> &'static Recorded {
+    static RECORDING: OnceLock<Recorded> = OnceLock::new();
     RECORDING.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("fa-record-replay-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -27,7 +32,13 @@ fn recording() -> &'static (PathBuf, usize) {
             .unwrap_or_else(|e| panic!("{e}"));
         runtime.block_on(auto.run_until(Duration::from_secs(2400), |_| {}));
         let rescales = auto.handle().lock().rescales().len();
-        (recorder.path_of("quickstart"), rescales)
+        let reports = auto
+            .take_events()
+            .into_iter()
+            .filter(|e| e.reason == "ScalingReport")
+            .map(|e| (e.at, e.message))
+            .collect();
+        (recorder.path_of("quickstart"), rescales, reports)
     })
 }
 
@@ -54,7 +65,7 @@ fn path_str(p: &Path) -> &str {
 
 #[test]
 fn the_recorded_configuration_reproduces_every_recorded_decision() {
-    let (path, rescales) = recording();
+    let (path, rescales, _) = recording();
     let recorded = read_recording_file(path).unwrap_or_else(|e| panic!("{e}"));
     let decisions: Vec<_> = recorded
         .entries
@@ -252,4 +263,38 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(stderr.starts_with(expected), "{all:?}: {stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_live_scaling_report_adds_the_bottleneck_line_of_the_decision_record() {
+    let (path, _, reports) = recording();
+    let recorded = read_recording_file(path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!reports.is_empty(), "no scaling report");
+    let mut with_line = 0;
+    for (at, message) in reports {
+        let record = recorded
+            .entries
+            .iter()
+            .find_map(|e| match e {
+                Entry::Decision(r) if r.at == sim_instant(*at) => Some(r),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no decision record at {at:?}"));
+        // The reference's text, one line, then the record's root-cause line when there is one.
+        let (reference, added) = message
+            .split_once('\n')
+            .map_or((message.as_str(), None), |(a, b)| (a, Some(b)));
+        assert!(
+            reference.starts_with("Scaling execution enabled, begin scaling vertices:{ Vertex ID "),
+            "{message}"
+        );
+        assert_eq!(added, record.root_cause.as_deref(), "{message}");
+        with_line += usize::from(added.is_some());
+    }
+    assert!(with_line >= 1, "{reports:?}");
+    let first = reports.iter().find_map(|(_, m)| m.split_once('\n')).map(|(_, l)| l);
+    assert!(
+        first.is_some_and(|l| l.starts_with("bottleneck: parse (busy ") && l.contains("backpressuring")),
+        "{first:?}"
+    );
 }

@@ -362,7 +362,13 @@ where
                 // the recommended parallelism, as the reference's handlers do.
                 Some(header) => {
                     self.event_handler
-                        .handle_scaling_event(ctx, &decision.summaries, header, options.scaling_event_interval)
+                        .handle_scaling_event(
+                            ctx,
+                            &decision.summaries,
+                            header,
+                            record.root_cause.as_deref(),
+                            options.scaling_event_interval,
+                        )
                         .await
                 }
                 None => {
