@@ -3,7 +3,6 @@
 //! `/metrics`, `/livez`, `/readyz` is `flink_autoscaler::service::http`).
 
 use anyhow::{Context, Result, bail};
-use autoscaler_core::plugins::{BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor, PluginRegistry};
 use autoscaler_core::secret::SecretSource;
 use autoscaler_core::standalone::ControlLoopOptions;
 use autoscaler_core::{
@@ -367,7 +366,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let autoscaler: Arc<dyn JobAutoScaler<String, Ctx>> = if args.dry_run {
         let inner = Arc::new(
             JobAutoScalerImpl::new(collector, store, Arc::new(LogOnlyRealizer), events.clone())
-                .with_plugins(stock_plugins()),
+                .with_plugins(flink_autoscaler::stock_plugins()),
         );
         Arc::new(ObservedAutoScaler::new(inner, metrics.clone()).on_cleanup(forget_status(&board)))
     } else {
@@ -380,8 +379,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
             cooldown_defaults,
         ));
         let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = cooldown.clone();
-        let inner =
-            Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()).with_plugins(stock_plugins()));
+        let inner = Arc::new(
+            JobAutoScalerImpl::new(collector, store, realizer, events.clone())
+                .with_plugins(flink_autoscaler::stock_plugins()),
+        );
         Arc::new(RescaleInFlightGuard::new(
             ObservedAutoScaler::new(inner, metrics.clone()).on_cleanup(forget_status(&board)),
             cooldown,
@@ -494,13 +495,6 @@ fn signal_count() -> tokio::sync::watch::Receiver<u32> {
         }
     });
     receiver
-}
-
-/// The plugins a job's configuration can select in `run` (by the `.class` value):
-/// [`BusinessHoursExecutor`] as `business-hours`. No cluster-resource check is set (the
-/// reference's default allows everything).
-fn stock_plugins() -> PluginRegistry {
-    PluginRegistry::new().with_executor(BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor)
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! cycle exactly as the live loop carries it (metric window, scaling history and tracking, delayed
 //! scale-downs, restarts).
 //!
-//! Each cycle runs on the collection as it was recorded, the topology then in force (so after a
+//! Each cycle runs, with the plugins `run` offers ([`crate::stock_plugins`]), on the collection as
+//! it was recorded, the topology then in force (so after a
 //! rescale the replay follows the recorded job's new parallelism) and the recorded configuration,
 //! and makes the decision record the live cycle made ([`DecisionRecord`]). Replayed with the
 //! recorded configuration, the records are those of the recording: [`RecordingReplay::reproduced`]
@@ -316,7 +317,7 @@ fn snapshot_metrics(metrics: &RecordedMetrics) -> MetricsSnapshot {
 /// the record it hands to the event handler.
 fn run_cycle(
     state: &mut JobState,
-    options: &AutoScalerOptions,
+    (config, options): (&Configuration, &AutoScalerOptions),
     topology: &JobTopology,
     snapshot: &Snapshot,
     job: &str,
@@ -336,6 +337,7 @@ fn run_cycle(
             "disabled",
         );
     }
+    let plugins = crate::stock_plugins().resolve(config, options);
     let mut changes = StateChanges::default();
     let collected = CollectedJobMetrics {
         topology: topology.clone(),
@@ -343,7 +345,7 @@ fn run_cycle(
         metrics: snapshot_metrics(&snapshot.metrics),
     };
     let observation = cycle::observe(state, &mut changes, collected, at, at, options);
-    let assessment = cycle::assess(state, &mut changes, &observation, at, options);
+    let assessment = cycle::assess_with_plugins(state, &mut changes, &observation, at, options, &plugins);
     let restart_time = assessment.scaling.restart_time;
     let undecided = |evaluated, outcome, reason: &str| {
         DecisionRecord::undecided(
@@ -375,7 +377,11 @@ fn run_cycle(
         task_manager_cpu: snapshot.task_manager_cpu,
         task_manager_memory: snapshot.task_manager_memory,
     };
-    let decision = cycle::conclude(state, &mut changes, assessment.scaling, &facts);
+    let decision = match cycle::conclude_with_plugins(state, &mut changes, assessment.scaling, &facts, &plugins) {
+        Ok(decision) => decision,
+        // The live cycle fails (and records nothing); the state keeps what it had.
+        Err(error) => return undecided(Some(&evaluated), JobOutcome::Error, &error.to_string()),
+    };
     let record_options = cycle::effective_options(options, &observation.unmeasured);
     let tpr = true_processing_rate_estimates(
         &observation.topology,
@@ -593,7 +599,7 @@ pub fn replay_recording<R: std::io::BufRead>(
                         line,
                         message: e.to_string(),
                     })?;
-                let record = run_cycle(&mut base.state, &options, topology, &snapshot, &job);
+                let record = run_cycle(&mut base.state, (recorded_config, &options), topology, &snapshot, &job);
                 let what_if_record = if compare {
                     // Before the range, both runs apply the recorded configuration.
                     let effective = if reported {
@@ -604,7 +610,13 @@ pub fn replay_recording<R: std::io::BufRead>(
                     let changed_options = changed.options(&effective).map_err(|e| set_error(what_if, &e))?;
                     changes_take_effect |= reported && changed_options != options;
                     let options = changed_options;
-                    Some(run_cycle(&mut changed.state, &options, topology, &snapshot, &job))
+                    Some(run_cycle(
+                        &mut changed.state,
+                        (&effective, &options),
+                        topology,
+                        &snapshot,
+                        &job,
+                    ))
                 } else {
                     None
                 };
