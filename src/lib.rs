@@ -15,6 +15,15 @@ pub mod service;
 pub mod sim;
 pub mod status;
 
+/// The plugins a job's configuration can select (by the `.class` value) in `run` and in
+/// `replay --recording`: [`BusinessHoursExecutor`](autoscaler_core::plugins::BusinessHoursExecutor)
+/// as `business-hours`. No cluster-resource check is set (the reference's default allows
+/// everything).
+pub fn stock_plugins() -> autoscaler_core::plugins::PluginRegistry {
+    use autoscaler_core::plugins::{BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor, PluginRegistry};
+    PluginRegistry::new().with_executor(BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor)
+}
+
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -23,10 +23,29 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Evaluate and decide one autoscaler cycle on a recorded scenario (flink-autoscaler-scenario/1).
+    /// Evaluate and decide one autoscaler cycle on a recorded scenario (flink-autoscaler-scenario/1),
+    /// or, with `--recording`, every cycle of a recording written by `run --record`.
     Replay {
         /// Scenario file, or `-` for standard input.
-        scenario: String,
+        #[arg(required_unless_present = "recording", conflicts_with = "recording")]
+        scenario: Option<String>,
+        /// A recording (`DIR/<job>.jsonl` of `run --record`): replay its cycles with the state
+        /// carried from cycle to cycle, print each decision and a summary.
+        #[arg(long, value_name = "FILE")]
+        recording: Option<std::path::PathBuf>,
+        /// Run the recorded and this changed configuration side by side and say where their
+        /// decisions diverge (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE", requires = "recording")]
+        set: Vec<String>,
+        /// Report the cycles from this RFC 3339 instant on (the change takes effect there).
+        #[arg(long, value_name = "T", requires = "recording")]
+        from: Option<String>,
+        /// Report the cycles up to this RFC 3339 instant.
+        #[arg(long, value_name = "T", requires = "recording")]
+        to: Option<String>,
+        /// Print the replay as JSON (flink-autoscaler-recording-replay/1) instead of text.
+        #[arg(long, requires = "recording")]
+        json: bool,
     },
     /// Explain a decision in words: a replay result, a recording replay's JSON, a decision record,
     /// or a running service's `http://127.0.0.1:PORT/jobs/KEY`.
@@ -110,6 +129,46 @@ fn run_replay(source: &str) -> ExitCode {
     }
 }
 
+/// `replay --recording FILE [--set key=value ...] [--from T] [--to T] [--json]`.
+fn run_replay_recording(
+    path: &std::path::Path,
+    set: &[String],
+    from: Option<&str>,
+    to: Option<&str>,
+    json: bool,
+) -> ExitCode {
+    use flink_autoscaler::replay::recording::{WhatIf, render, replay_recording};
+    let result = WhatIf::parse(set, from, to).and_then(|what_if| {
+        let reader = flink_autoscaler::recording::open_recording_file(path)?;
+        replay_recording(reader, &what_if)
+    });
+    let replayed = match result {
+        Ok(r) => r,
+        Err(e) => {
+            report(&e.to_string());
+            return ExitCode::from(2);
+        }
+    };
+    let text = if json {
+        match serde_json::to_string_pretty(&replayed) {
+            Ok(t) => format!("{t}\n"),
+            Err(e) => {
+                report(&format!("cannot write the result: {e}"));
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        render(&replayed)
+    };
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&format!("cannot write the result: {e}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn run_bottleneck(args: bottleneck::BottleneckArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -172,7 +231,21 @@ fn main() -> ExitCode {
     }));
     let cli = Cli::parse();
     let code = std::panic::catch_unwind(|| match cli.command {
-        Command::Replay { scenario } => run_replay(&scenario),
+        Command::Replay {
+            scenario,
+            recording,
+            set,
+            from,
+            to,
+            json,
+        } => match (scenario, recording) {
+            (_, Some(recording)) => run_replay_recording(&recording, &set, from.as_deref(), to.as_deref(), json),
+            (Some(scenario), None) => run_replay(&scenario),
+            (None, None) => {
+                report("invalid arguments: replay needs a scenario file or --recording FILE");
+                ExitCode::from(2)
+            }
+        },
         Command::Explain { source } => cli_record::explain(&source),
         Command::Run(args) => run_standalone(*args),
         Command::Bottleneck(args) => run_bottleneck(args),

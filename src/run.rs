@@ -70,7 +70,8 @@ pub struct RunArgs {
     /// `autoscaler.standalone.event-handler.type`, else `log`.
     #[arg(long)]
     pub events: Option<String>,
-    /// Serve Prometheus metrics at `/metrics`, and `/livez`, `/readyz`, on this address.
+    /// Serve Prometheus metrics at `/metrics`, `/livez`, `/readyz` and the job status (`/jobs`,
+    /// `/jobs/{key}`) on this address.
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Log format.
@@ -90,7 +91,7 @@ pub struct RunArgs {
     #[arg(long, requires = "record")]
     pub record_keep: Option<u32>,
     /// Serve the job status endpoints (`/jobs`, `/jobs/{key}`: the latest decision record of each
-    /// job) on this address, e.g. `127.0.0.1:9250`.
+    /// job) on this address, e.g. `127.0.0.1:9250` (they are also on --metrics-addr when set).
     #[arg(long)]
     pub status_addr: Option<std::net::SocketAddr>,
     /// How long the scales in flight may take to finish after SIGTERM / ctrl-c before they are
@@ -221,6 +222,12 @@ fn warn_if_password_on_command_line(flag: &str, url: &str) {
             "a password on the command line is visible to other local users; use --state-password env:VAR or the per-source auth.password key"
         );
     }
+}
+
+/// A cleanup hook that drops a vanished job's status (`/jobs`).
+fn forget_status(board: &Arc<DecisionBoard>) -> flink_autoscaler::service::CleanupHook {
+    let board = Arc::clone(board);
+    Arc::new(move |job: &String| board.remove(job))
 }
 
 /// Installs the Prometheus recorder of the `metrics` facade (once per process) and returns its
@@ -357,13 +364,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
         Arc::new(fetcher)
     };
     let autoscaler: Arc<dyn JobAutoScaler<String, Ctx>> = if args.dry_run {
-        let inner = Arc::new(JobAutoScalerImpl::new(
-            collector,
-            store,
-            Arc::new(LogOnlyRealizer),
-            events.clone(),
-        ));
-        Arc::new(ObservedAutoScaler::new(inner, metrics.clone()))
+        let inner = Arc::new(
+            JobAutoScalerImpl::new(collector, store, Arc::new(LogOnlyRealizer), events.clone())
+                .with_plugins(flink_autoscaler::stock_plugins()),
+        );
+        Arc::new(ObservedAutoScaler::new(inner, metrics.clone()).on_cleanup(forget_status(&board)))
     } else {
         // Per job, the cooldown reads the Flink 2.x keys (1.x fallbacks) from the job's own
         // configuration; the guard skips a job's cycles while its rescale is in flight and drops
@@ -374,9 +379,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
             cooldown_defaults,
         ));
         let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = cooldown.clone();
-        let inner = Arc::new(JobAutoScalerImpl::new(collector, store, realizer, events.clone()));
+        let inner = Arc::new(
+            JobAutoScalerImpl::new(collector, store, realizer, events.clone())
+                .with_plugins(flink_autoscaler::stock_plugins()),
+        );
         Arc::new(RescaleInFlightGuard::new(
-            ObservedAutoScaler::new(inner, metrics.clone()),
+            ObservedAutoScaler::new(inner, metrics.clone()).on_cleanup(forget_status(&board)),
             cooldown,
         ))
     };
@@ -388,9 +396,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("--metrics-addr {addr}"))?;
-            // Other routes (e.g. job status pages) are merged into this router here.
-            let app = http::router(metrics.clone(), Some(process));
-            tracing::info!(%addr, "serving /metrics, /livez and /readyz");
+            // The job status routes are served here too (issue 12: on the metrics address when
+            // there is one), as well as on --status-addr when that is given.
+            let app =
+                http::router(metrics.clone(), Some(process)).merge(flink_autoscaler::status::router(board.clone()));
+            tracing::info!(%addr, "serving /metrics, /livez, /readyz, /jobs and /jobs/{{key}}");
             Some(tokio::spawn(http::serve(listener, app, async {
                 let _ = http_stopped.await;
             })))

@@ -25,6 +25,7 @@
 
 use crate::collector::{CollectedJobMetrics, MetricsSnapshot};
 use crate::options::AutoScalerOptions;
+use crate::plugins::{PluginError, ResolvedPlugins, evaluate_with_plugins};
 use crate::scaling::{
     self, Decision, DecisionInput, DecisionOutcome, max_restart_time_or_default,
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
@@ -33,10 +34,11 @@ use crate::scaling::{
 use crate::state::{ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking};
 use autoscaler_metrics::{
     CollectedMetrics, EvaluatedMetrics, JobTopology, MetricHistory, MetricsError, ScalingMetric, VertexId,
-    WindowStatus, evaluate, voids_history, window_and_trim,
+    WindowStatus, voids_history, window_and_trim,
 };
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
+use std::convert::Infallible;
 use std::time::Duration;
 
 /// The stored state of one job that a cycle reads and writes.
@@ -259,13 +261,27 @@ pub struct Assessment {
 }
 
 /// Step 2: [`load_scaling_state`], then the evaluation of the window if it has two samples or more
-/// (reference `ScalingMetricEvaluator.computeEvaluatedMetrics`).
+/// (reference `ScalingMetricEvaluator.computeEvaluatedMetrics`), with the built-in evaluation only.
 pub fn assess(
     state: &mut JobState,
     changes: &mut StateChanges,
     observation: &Observation,
     now: DateTime<Utc>,
     options: &AutoScalerOptions,
+) -> Assessment {
+    assess_with_plugins(state, changes, observation, now, options, &ResolvedPlugins::default())
+}
+
+/// [`assess`] with the plugins the job's configuration selected: the custom evaluator, if any,
+/// adds its metrics over the built-in ones vertex by vertex
+/// ([`evaluate_with_plugins`]; without one this is [`assess`]).
+pub fn assess_with_plugins(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    observation: &Observation,
+    now: DateTime<Utc>,
+    options: &AutoScalerOptions,
+    plugins: &ResolvedPlugins,
 ) -> Assessment {
     let scaling = load_scaling_state(
         state,
@@ -278,10 +294,11 @@ pub fn assess(
     let stage = if state.metric_history.len() < 2 {
         Stage::InsufficientSamples
     } else {
-        match evaluate(
+        match evaluate_with_plugins(
             &observation.topology,
             &state.metric_history,
             &options.evaluation_config(scaling.restart_time),
+            plugins,
         ) {
             Err(error) => Stage::Failed(error),
             Ok(evaluated) if !observation.window.window_full => Stage::WindowNotFull {
@@ -327,6 +344,41 @@ pub fn conclude(
     scaling: ScalingState,
     facts: &DecisionFacts<'_>,
 ) -> Decision {
+    // Without plugins no step can fail.
+    let Ok(decision) = conclude_with(state, changes, scaling, facts, |input, delayed| {
+        Ok::<_, Infallible>(scaling::decide(input, delayed))
+    });
+    decision
+}
+
+/// [`conclude`] with the plugins the job's configuration selected
+/// ([`decide_with_plugins`](scaling::decide_with_plugins)): a custom alignment mode, the
+/// cluster-resource check and the scaling executor chain. A veto or a block by the resource check
+/// is a decision that records nothing, like any other block.
+///
+/// # Errors
+/// [`PluginError`] when a plugin fails (or an executor returns an unusable summary): nothing is
+/// recorded then, and the delayed scale-down state is left as it was.
+pub fn conclude_with_plugins(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    scaling: ScalingState,
+    facts: &DecisionFacts<'_>,
+    plugins: &ResolvedPlugins,
+) -> Result<Decision, PluginError> {
+    conclude_with(state, changes, scaling, facts, |input, delayed| {
+        scaling::decide_with_plugins(input, plugins, delayed)
+    })
+}
+
+/// The one home of step 3, with the decision made by `decide`.
+fn conclude_with<E>(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    scaling: ScalingState,
+    facts: &DecisionFacts<'_>,
+    decide: impl FnOnce(&DecisionInput<'_>, &mut DelayedScaleDown) -> Result<Decision, E>,
+) -> Result<Decision, E> {
     let ScalingState {
         mut history,
         restart_time,
@@ -344,7 +396,14 @@ pub fn conclude(
         task_manager_cpu: facts.task_manager_cpu,
         task_manager_memory: facts.task_manager_memory,
     };
-    let decision = scaling::decide(&input, &mut state.delayed_scale_down);
+    let before = state.delayed_scale_down.clone();
+    let decision = match decide(&input, &mut state.delayed_scale_down) {
+        Ok(decision) => decision,
+        Err(error) => {
+            state.delayed_scale_down = before;
+            return Err(error);
+        }
+    };
     changes.delayed_scale_down |= state.delayed_scale_down.updated;
     if matches!(decision.outcome, DecisionOutcome::Scale) {
         record_scaling(
@@ -376,7 +435,7 @@ pub fn conclude(
         changes.config_changes = true;
         changes.delayed_scale_down = true;
     }
-    decision
+    Ok(decision)
 }
 
 #[cfg(test)]

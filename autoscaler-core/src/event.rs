@@ -72,15 +72,19 @@ where
         let _ = (ctx, record);
     }
 
-    /// Handles a scaling report for `summaries` under `header`.
+    /// Handles a scaling report for `summaries` under `header`. `root_cause` is the cycle's
+    /// root-cause line ([`DecisionRecord::root_cause`](crate::record::DecisionRecord::root_cause)),
+    /// added to the report text as its last line ([`scaling_report_with_root_cause`]) by the
+    /// default implementation; `None` without a bottleneck.
     async fn handle_scaling_event(
         &self,
         ctx: &Ctx,
         summaries: &BTreeMap<VertexId, ScalingSummary>,
         header: &str,
+        root_cause: Option<&str>,
         interval: Duration,
     ) {
-        let report = scaling_report(summaries, header);
+        let report = scaling_report_with_root_cause(summaries, header, root_cause);
         self.handle_event(
             ctx,
             EventType::Normal,
@@ -128,6 +132,30 @@ pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &s
         ));
     }
     out
+}
+
+/// The scaling report of a live cycle: the reference's text ([`scaling_report`]) unchanged, then,
+/// when the cycle found a bottleneck, one added line naming it (`root_cause`, the decision record's
+/// [`root_cause`](crate::record::DecisionRecord::root_cause), e.g. `bottleneck: expensive-keyed
+/// (busy 98%), backpressuring parse-map, Source: datagen`). Replay's events keep the reference's
+/// text alone: the replay format fixes it.
+///
+/// ```
+/// use autoscaler_core::event::scaling_report_with_root_cause;
+/// let report = scaling_report_with_root_cause(&Default::default(), "Scaling execution enabled, begin scaling vertices:", Some("bottleneck: sink (busy 98%), backpressuring Source: orders"));
+/// assert_eq!(report, "Scaling execution enabled, begin scaling vertices:\nbottleneck: sink (busy 98%), backpressuring Source: orders");
+/// ```
+pub fn scaling_report_with_root_cause(
+    summaries: &BTreeMap<VertexId, ScalingSummary>,
+    header: &str,
+    root_cause: Option<&str>,
+) -> String {
+    let mut report = scaling_report(summaries, header);
+    if let Some(line) = root_cause.filter(|l| !l.is_empty()) {
+        report.push('\n');
+        report.push_str(line);
+    }
+    report
 }
 
 /// Java's `String.hashCode`.

@@ -7,6 +7,7 @@ use crate::context::{JobAutoScalerContext, JobStatus};
 use crate::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
 use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
+use crate::plugins::PluginRegistry;
 use crate::realizer::ScalingRealizer;
 use crate::record::{DecisionRecord, JobOutcome, RecordInput};
 use crate::scaling::DecisionOutcome;
@@ -66,13 +67,15 @@ pub enum CycleOutcome {
 }
 
 /// The autoscaler for one kind of job: generic over the job key `K` and the platform's context `Ctx`,
-/// wired from the four FLIP-334 adapters plus a [`MetricsCollector`].
+/// wired from the four FLIP-334 adapters plus a [`MetricsCollector`], and optionally the plugins a
+/// job's configuration can select ([`with_plugins`](Self::with_plugins)).
 pub struct JobAutoScalerImpl<K, Ctx> {
     collector: Arc<dyn MetricsCollector<K, Ctx>>,
     state_store: Arc<dyn AutoScalerStateStore<K, Ctx>>,
     realizer: Arc<dyn ScalingRealizer<K, Ctx>>,
     event_handler: Arc<dyn AutoScalerEventHandler<K, Ctx>>,
     clock: Arc<dyn Clock>,
+    plugins: PluginRegistry,
     _key: PhantomData<fn(K)>,
 }
 
@@ -94,6 +97,7 @@ where
             realizer,
             event_handler,
             clock: Arc::new(SystemClock),
+            plugins: PluginRegistry::new(),
             _key: PhantomData,
         }
     }
@@ -101,6 +105,32 @@ where
     /// Replaces the clock (simulations, tests).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Offers the plugins of `registry` to every job (default: none). Each cycle resolves the
+    /// ones the job's configuration selects by name ([`PluginRegistry::resolve`]): the custom
+    /// evaluator in the evaluation, the custom alignment mode, the cluster-resource check and the
+    /// scaling executor chain in the decision. A configured name that is not registered is
+    /// skipped with a warning in the log (a custom alignment mode falls back to BALANCED), as the
+    /// reference does; a plugin that fails fails the cycle with an `AutoscalerError` event, and
+    /// nothing is recorded or realized.
+    ///
+    /// ```
+    /// use autoscaler_core::plugins::{ExecutorContext, PluginError, PluginRegistry, ScalingExecutorPlugin, ScalingSummaries};
+    /// /// Approves every scaling as proposed.
+    /// struct Approve;
+    /// impl ScalingExecutorPlugin for Approve {
+    ///     fn apply(&self, _: &ExecutorContext<'_>, s: ScalingSummaries) -> Result<ScalingSummaries, PluginError> {
+    ///         Ok(s)
+    ///     }
+    /// }
+    /// let registry = PluginRegistry::new().with_executor("approve", Approve);
+    /// // JobAutoScalerImpl::new(collector, store, realizer, events).with_plugins(registry)
+    /// # let _ = registry;
+    /// ```
+    pub fn with_plugins(mut self, registry: PluginRegistry) -> Self {
+        self.plugins = registry;
         self
     }
 
@@ -228,11 +258,12 @@ where
             }
             Err(e) => return Err(cycle_error("collect", e)),
         };
+        let plugins = self.plugins.resolve(ctx.configuration(), &options);
         let mut state = self.load_state(ctx).await?;
         let mut changes = StateChanges::default();
         let observation = cycle::observe(&mut state, &mut changes, collected, now, now, &options);
         end.excluded = observation.excluded_vertices(&options);
-        let assessment = cycle::assess(&mut state, &mut changes, &observation, now, &options);
+        let assessment = cycle::assess_with_plugins(&mut state, &mut changes, &observation, now, &options, &plugins);
         let (stabilizing, evaluated) = match assessment.stage {
             Stage::InsufficientSamples => {
                 self.persist(ctx, &state, &changes).await?;
@@ -295,7 +326,18 @@ where
             task_manager_memory: ctx.task_manager_memory(),
         };
         let restart_time = assessment.scaling.restart_time;
-        let decision = cycle::conclude(&mut state, &mut changes, assessment.scaling, &facts);
+        let decision =
+            match cycle::conclude_with_plugins(&mut state, &mut changes, assessment.scaling, &facts, &plugins) {
+                Ok(decision) => decision,
+                Err(error) => {
+                    // Nothing of the decision is recorded; the window and the trimmed history are kept.
+                    self.persist(ctx, &state, &changes).await?;
+                    end.overrides = Some(state.parallelism_overrides);
+                    end.config_changes = Some(state.config_changes);
+                    self.state_store.flush(ctx).await.map_err(state_error)?;
+                    return Err(cycle_error("decide", error));
+                }
+            };
         // The decision explained, for the handler (beside the reference's events, which stay as they are).
         let record_options = cycle::effective_options(&options, &observation.unmeasured);
         let tpr = true_processing_rate_estimates(
@@ -313,17 +355,20 @@ where
             restart_time,
             tpr: &tpr,
         });
-        if let Some(explanation) = autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history)
-        {
-            record.set_explanation(&observation.topology, &explanation);
-        }
+        record.explain_window(&observation.topology, &state.metric_history);
         for event in &decision.events {
             match &event.report_header {
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
                 // the recommended parallelism, as the reference's handlers do.
                 Some(header) => {
                     self.event_handler
-                        .handle_scaling_event(ctx, &decision.summaries, header, options.scaling_event_interval)
+                        .handle_scaling_event(
+                            ctx,
+                            &decision.summaries,
+                            header,
+                            record.root_cause.as_deref(),
+                            options.scaling_event_interval,
+                        )
                         .await
                 }
                 None => {

@@ -609,6 +609,15 @@ impl DecisionRecord {
         self.summary = format!("blocked (veto by {by}): {}", self.summary);
     }
 
+    /// Fills the root-cause fields from the classification of the evaluation `window`
+    /// ([`autoscaler_metrics::root_cause::explain`]); leaves them empty when no sample of the
+    /// window has `BACKPRESSURE`. What a live cycle and every replay record.
+    pub fn explain_window(&mut self, topology: &JobTopology, window: &autoscaler_metrics::MetricHistory) {
+        if let Some(explanation) = autoscaler_metrics::root_cause::explain(topology, window) {
+            self.set_explanation(topology, &explanation);
+        }
+    }
+
     /// Fills the root-cause fields (`role`, `bottleneck`, `bottlenecks`, `root_cause`) from the
     /// classification of the window ([`autoscaler_metrics::root_cause::explain`]).
     pub fn set_explanation(&mut self, topology: &JobTopology, explanation: &Explanation) {

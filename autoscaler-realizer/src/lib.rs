@@ -112,5 +112,8 @@ pub use options::{
     SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
 };
 pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
-pub use rest::{AuthHeader, DEFAULT_MAX_RESPONSE_BYTES, FlinkRestClient, RestClientConfig, RestError, TlsConfig};
+pub use rest::{
+    AuthHeader, DEFAULT_MAX_RESPONSE_BYTES, FlinkRestClient, REST_REQUEST_DURATION, REST_REQUEST_ERRORS,
+    RestClientConfig, RestError, TlsConfig,
+};
 pub use sources::{JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind};

@@ -185,6 +185,8 @@ impl JobSelection {
 
 /// What a source lists jobs from.
 #[derive(Debug, Clone)]
+// Built once per source at startup and never moved in a hot path: the size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum SourceKind {
     /// One Flink cluster's REST API.
     FlinkCluster(FlinkRestClient),

@@ -213,7 +213,10 @@ impl YarnResourceManagerClient {
             ("states", "RUNNING".to_owned()),
             ("applicationTypes", FLINK_APPLICATION_TYPE.to_owned()),
         ];
-        let response: AppsResponse = self.client.get("ws/v1/cluster/apps", &query).await?;
+        let response: AppsResponse = self
+            .client
+            .get("/ws/v1/cluster/apps", "ws/v1/cluster/apps", &query)
+            .await?;
         Ok(running_flink_applications(response))
     }
 }

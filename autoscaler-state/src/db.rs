@@ -36,6 +36,19 @@ pub enum StateUrl {
     MySql(String),
 }
 
+impl StateUrl {
+    /// The backend's name: `memory`, `sqlite`, `postgres` or `mysql` (the `store` label of the
+    /// flush metrics).
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Sqlite(_) => "sqlite",
+            Self::Postgres(_) => "postgres",
+            Self::MySql(_) => "mysql",
+        }
+    }
+}
+
 impl FromStr for StateUrl {
     type Err = StateError;
 

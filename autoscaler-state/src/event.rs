@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use autoscaler_core::context::JobAutoScalerContext;
 use autoscaler_core::event::{
     AutoScalerEventHandler, EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON,
-    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, parallelism_hash_code, scaling_report,
+    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, parallelism_hash_code, scaling_report_with_root_cause,
 };
 use autoscaler_core::state::{ScalingSummary, StateError, StateResult};
 use autoscaler_metrics::VertexId;
@@ -330,9 +330,10 @@ where
         ctx: &Ctx,
         summaries: &BTreeMap<VertexId, ScalingSummary>,
         header: &str,
+        root_cause: Option<&str>,
         interval: Duration,
     ) {
-        let report = scaling_report(summaries, header);
+        let report = scaling_report_with_root_cause(summaries, header, root_cause);
         if header.contains(SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED) {
             // An executed scaling is always recorded (reference: interval null for this header).
             self.handle_event(

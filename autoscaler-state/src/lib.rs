@@ -140,4 +140,7 @@ pub use codec::{
 };
 pub use db::{StateUrl, StoreOptions};
 pub use event::{AnyEventHandler, Clock, StoredEvent, event_key, open_event_handler};
-pub use store::{AnyStateStore, InMemoryStateStore, STATE_FLUSH_FAILED_REASON, flush_or_warn, open_state_store};
+pub use store::{
+    AnyStateStore, InMemoryStateStore, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_FAILED_REASON,
+    flush_or_warn, open_state_store,
+};

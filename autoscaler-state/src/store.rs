@@ -15,6 +15,22 @@ use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+/// Name of the histogram of state flush latency in seconds, labelled `store` (`sqlite`,
+/// `postgres`, `mysql`): one sample per flush that writes to a database (a flush with nothing
+/// changed writes nothing and is not counted). Emitted through the `metrics` facade.
+pub const STATE_FLUSH_DURATION: &str = "flink_autoscaler_state_flush_duration_seconds";
+/// Name of the counter of failed state flushes, labelled like [`STATE_FLUSH_DURATION`].
+pub const STATE_FLUSH_ERRORS: &str = "flink_autoscaler_state_flush_errors_total";
+
+/// Records one database flush in [`STATE_FLUSH_DURATION`] and, when it failed, [`STATE_FLUSH_ERRORS`].
+fn record_flush(store: &'static str, started: Instant, ok: bool) {
+    metrics::histogram!(STATE_FLUSH_DURATION, "store" => store).record(started.elapsed().as_secs_f64());
+    if !ok {
+        metrics::counter!(STATE_FLUSH_ERRORS, "store" => store).increment(1);
+    }
+}
 
 /// Reason of the Warning event [`flush_or_warn`] emits when a flush fails.
 pub const STATE_FLUSH_FAILED_REASON: &str = "StateFlushFailed";
@@ -141,12 +157,18 @@ impl AnyStateStore {
         if pending.is_empty() {
             return Ok(());
         }
-        let upserts = pending
-            .upserts
-            .iter()
-            .map(|value| Ok((value.state_type(), value.encode(self.compression_threshold)?)))
-            .collect::<StateResult<Vec<_>>>()?;
-        db.write_states(job_key, &upserts, &pending.deletes).await?;
+        let started = Instant::now();
+        let written = async {
+            let upserts = pending
+                .upserts
+                .iter()
+                .map(|value| Ok((value.state_type(), value.encode(self.compression_threshold)?)))
+                .collect::<StateResult<Vec<_>>>()?;
+            db.write_states(job_key, &upserts, &pending.deletes).await
+        }
+        .await;
+        record_flush(self.url.backend(), started, written.is_ok());
+        written?;
         view.mark_flushed();
         Ok(())
     }

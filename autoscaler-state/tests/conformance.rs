@@ -780,20 +780,21 @@ async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
     let interval = Duration::from_secs(600);
     let disabled = format!("{SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED}[k=false]");
     handler
-        .handle_scaling_event(&c, &summaries(4), &disabled, interval)
+        .handle_scaling_event(&c, &summaries(4), &disabled, None, interval)
         .await;
     *now.lock().unwrap() = common::t(1);
     handler
-        .handle_scaling_event(&c, &summaries(4), &disabled, interval)
+        .handle_scaling_event(&c, &summaries(4), &disabled, None, interval)
         .await;
     handler
-        .handle_scaling_event(&c, &summaries(5), &disabled, interval)
+        .handle_scaling_event(&c, &summaries(5), &disabled, None, interval)
         .await;
     handler
         .handle_scaling_event(
             &c,
             &summaries(4),
             SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
+            None,
             interval,
         )
         .await;
@@ -802,6 +803,7 @@ async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
             &c,
             &summaries(4),
             SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
+            None,
             interval,
         )
         .await;

@@ -116,9 +116,12 @@ where
         ctx: &Ctx,
         summaries: &BTreeMap<VertexId, ScalingSummary>,
         header: &str,
+        root_cause: Option<&str>,
         interval: Duration,
     ) {
-        self.inner.handle_scaling_event(ctx, summaries, header, interval).await;
+        self.inner
+            .handle_scaling_event(ctx, summaries, header, root_cause, interval)
+            .await;
     }
 
     async fn handle_decision_record(&self, ctx: &Ctx, record: &DecisionRecord) {

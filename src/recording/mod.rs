@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 /// The format tag of a recording's header line.
 pub const RECORDING_FORMAT: &str = "flink-autoscaler-recording/1";
 
-/// The largest recording file [`read_recording_file`] accepts (the writer rotates far below it).
+/// The largest recording file [`read_recording_file`] and [`open_recording_file`] accept (the writer rotates far below it).
 pub const MAX_RECORDING_BYTES: u64 = 1 << 30;
 
 /// The metrics of one recorded collection, in the form the collector returned them.
@@ -229,52 +229,164 @@ pub fn header_line(job: &str, created: DateTime<Utc>) -> String {
     json!({"kind": "header", "format": RECORDING_FORMAT, "job": job, "created": created}).to_string()
 }
 
+/// The longest line a reader accepts (a snapshot of a 1000-vertex job is a few MB).
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Reads a recording line by line, holding one line at a time: [`RecordingReader::job`] from the
+/// header, then each entry with its 1-based line number from [`RecordingReader::next_entry`].
+/// Blank lines are skipped; a truncated last line (a crash while writing: no newline and not JSON)
+/// ends the recording, every other defect is an error naming its line. Lines are bounded by
+/// [`MAX_LINE_BYTES`]; the caller bounds the whole input (`Read::take`).
+pub struct RecordingReader<R> {
+    input: R,
+    line: usize,
+    job: String,
+    buffer: Vec<u8>,
+}
+
+impl<R: std::io::BufRead> RecordingReader<R> {
+    /// Reads the header.
+    ///
+    /// # Errors
+    /// An empty input, or a first line that is not a header of [`RECORDING_FORMAT`].
+    pub fn new(input: R) -> Result<Self, RecordingError> {
+        let mut reader = Self {
+            input,
+            line: 0,
+            job: String::new(),
+            buffer: Vec::new(),
+        };
+        let Some((line, text, _)) = reader.next_line()? else {
+            return Err(invalid(1, "empty recording"));
+        };
+        let header: Value = serde_json::from_str(&text).map_err(|e| invalid(line, e.to_string()))?;
+        if header.get("kind").and_then(Value::as_str) != Some("header")
+            || header.get("format").and_then(Value::as_str) != Some(RECORDING_FORMAT)
+        {
+            return Err(invalid(
+                line,
+                format!("expected a header line with format {RECORDING_FORMAT:?}"),
+            ));
+        }
+        reader.job = header
+            .get("job")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid(line, "header: missing `job`"))?
+            .to_owned();
+        Ok(reader)
+    }
+
+    /// The job key of the header.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// The next non-blank line: its number, its text and whether it ended with a newline.
+    fn next_line(&mut self) -> Result<Option<(usize, String, bool)>, RecordingError> {
+        loop {
+            self.buffer.clear();
+            self.line += 1;
+            let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX) + 1;
+            let read = std::io::BufRead::read_until(
+                &mut std::io::Read::take(&mut self.input, limit),
+                b'\n',
+                &mut self.buffer,
+            )
+            .map_err(|e| RecordingError::Io(e.to_string()))?;
+            if read == 0 {
+                return Ok(None);
+            }
+            let terminated = self.buffer.last() == Some(&b'\n');
+            if !terminated && self.buffer.len() > MAX_LINE_BYTES {
+                return Err(invalid(
+                    self.line,
+                    format!("longer than the limit of {MAX_LINE_BYTES} bytes"),
+                ));
+            }
+            let text = String::from_utf8(std::mem::take(&mut self.buffer))
+                .map_err(|e| invalid(self.line, format!("not UTF-8: {e}")))?;
+            if !text.trim().is_empty() {
+                return Ok(Some((self.line, text, terminated)));
+            }
+        }
+    }
+
+    /// The next entry and its line number, `None` at the end.
+    ///
+    /// # Errors
+    /// A line that is not an entry of the format.
+    pub fn next_entry(&mut self) -> Result<Option<(usize, Entry)>, RecordingError> {
+        let Some((line, text, terminated)) = self.next_line()? else {
+            return Ok(None);
+        };
+        let value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(_) if !terminated => return Ok(None),
+            Err(e) => return Err(invalid(line, e.to_string())),
+        };
+        parse_entry(&value, line).map(|entry| Some((line, entry)))
+    }
+}
+
 /// Reads a recording from its text. Blank lines are skipped; a truncated last line (a crash while
 /// writing) is ignored, every other defect is an error naming its line.
 pub fn read_recording(text: &str) -> Result<Recording, RecordingError> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .peekable();
-    let (first, header) = lines.next().ok_or_else(|| invalid(1, "empty recording"))?;
-    let header: Value = serde_json::from_str(header).map_err(|e| invalid(first + 1, e.to_string()))?;
-    if header.get("kind").and_then(Value::as_str) != Some("header")
-        || header.get("format").and_then(Value::as_str) != Some(RECORDING_FORMAT)
-    {
-        return Err(invalid(
-            first + 1,
-            format!("expected a header line with format {RECORDING_FORMAT:?}"),
-        ));
-    }
-    let job = header
-        .get("job")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid(first + 1, "header: missing `job`"))?
-        .to_owned();
+    let mut reader = RecordingReader::new(text.as_bytes())?;
     let mut entries = Vec::new();
-    while let Some((i, line)) = lines.next() {
-        let value: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(_) if lines.peek().is_none() && !text.ends_with('\n') => break,
-            Err(e) => return Err(invalid(i + 1, e.to_string())),
-        };
-        entries.push(parse_entry(&value, i + 1)?);
+    while let Some((_, entry)) = reader.next_entry()? {
+        entries.push(entry);
     }
-    Ok(Recording { job, entries })
+    Ok(Recording {
+        job: reader.job,
+        entries,
+    })
+}
+
+/// Opens the recording file at `path` for reading, bounded by [`MAX_RECORDING_BYTES`] (a larger
+/// file is an error when the reader reaches the bound, so `/dev/zero` cannot exhaust memory).
+///
+/// # Errors
+/// When the file cannot be opened or its header is not a recording's.
+pub fn open_recording_file(
+    path: &std::path::Path,
+) -> Result<RecordingReader<impl std::io::BufRead + use<>>, RecordingError> {
+    let file = std::fs::File::open(path).map_err(|e| RecordingError::Io(format!("{}: {e}", path.display())))?;
+    let bounded = BoundedRead {
+        inner: std::io::Read::take(file, MAX_RECORDING_BYTES + 1),
+        left: MAX_RECORDING_BYTES,
+    };
+    RecordingReader::new(std::io::BufReader::new(bounded))
+}
+
+/// A reader that fails once more than `left` bytes were read.
+struct BoundedRead<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for BoundedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let len = u64::try_from(n).unwrap_or(u64::MAX);
+        if len > self.left {
+            return Err(std::io::Error::other(format!(
+                "larger than the limit of {MAX_RECORDING_BYTES} bytes"
+            )));
+        }
+        self.left -= len;
+        Ok(n)
+    }
 }
 
 /// Reads the recording file at `path` (at most [`MAX_RECORDING_BYTES`]).
 pub fn read_recording_file(path: &std::path::Path) -> Result<Recording, RecordingError> {
-    let size = std::fs::metadata(path)
-        .map_err(|e| RecordingError::Io(format!("{}: {e}", path.display())))?
-        .len();
-    if size > MAX_RECORDING_BYTES {
-        return Err(RecordingError::Io(format!(
-            "{}: {size} bytes, more than the {MAX_RECORDING_BYTES} a recording may have",
-            path.display()
-        )));
+    let mut reader = open_recording_file(path)?;
+    let mut entries = Vec::new();
+    while let Some((_, entry)) = reader.next_entry()? {
+        entries.push(entry);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| RecordingError::Io(format!("{}: {e}", path.display())))?;
-    read_recording(&text)
+    Ok(Recording {
+        job: reader.job,
+        entries,
+    })
 }

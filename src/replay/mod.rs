@@ -1,6 +1,7 @@
 //! `flink-autoscaler replay`: runs one autoscaler cycle on a recorded scenario and reports what the
 //! autoscaler would evaluate and decide. The contract is `replay-format.md`
-//! (`flink-autoscaler-scenario/1` in, `flink-autoscaler-result/1` out).
+//! (`flink-autoscaler-scenario/1` in, `flink-autoscaler-result/1` out). [`recording`] replays
+//! many cycles of a recording written by `run --record`, optionally with a changed configuration.
 //!
 //! ```
 //! let scenario = r#"{
@@ -16,6 +17,7 @@
 mod output;
 mod pipeline;
 mod record;
+pub mod recording;
 mod scenario;
 
 pub use output::{RESULT_FORMAT, explanation_json};

@@ -6,7 +6,7 @@ use super::scenario::Scenario;
 use autoscaler_core::AutoScalerOptions;
 use autoscaler_core::record::{DecisionRecord, RecordInput};
 use autoscaler_core::scaling::Decision;
-use autoscaler_metrics::{EvaluatedMetrics, MetricHistory, root_cause, true_processing_rate_estimates};
+use autoscaler_metrics::{EvaluatedMetrics, MetricHistory, true_processing_rate_estimates};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -34,8 +34,8 @@ pub(super) fn decision_record(
         restart_time,
         tpr: &tpr,
     });
-    if let Some(explanation) = window.and_then(|w| root_cause::explain(&s.topology, w)) {
-        record.set_explanation(&s.topology, &explanation);
+    if let Some(window) = window {
+        record.explain_window(&s.topology, window);
     }
     serde_json::to_value(&record).unwrap_or(Value::Null)
 }

@@ -2,7 +2,7 @@
 //!
 //! [`router`] builds the routes; other parts of the service add theirs with
 //! [`axum::Router::merge`] before [`serve`] (the binary does it in `src/run.rs`, where the job
-//! status routes are merged in). The server binds the address of `--metrics-addr` and stops
+//! status routes `/jobs` and `/jobs/{key}` of [`crate::status::router`] are merged in). The server binds the address of `--metrics-addr` and stops
 //! with the autoscaler.
 
 use super::metrics::ServiceMetrics;
@@ -112,5 +112,54 @@ mod tests {
         let _ = stop.send(());
         let stopped = tokio::time::timeout(Duration::from_secs(5), server).await;
         assert!(matches!(stopped, Ok(Ok(Ok(())))), "server stops on shutdown");
+    }
+
+    /// `run` merges the job status routes into this router when `--metrics-addr` is set.
+    #[tokio::test]
+    async fn job_status_routes_merge_beside_the_metrics() {
+        use crate::status::DecisionBoard;
+        use autoscaler_core::record::{DecisionRecord, JobOutcome};
+        let board = Arc::new(DecisionBoard::new());
+        board.publish(
+            "prod/abc",
+            DecisionRecord::undecided(
+                chrono::DateTime::UNIX_EPOCH,
+                Some("prod/abc"),
+                None,
+                None,
+                &autoscaler_core::AutoScalerOptions::default(),
+                Duration::from_secs(300),
+                JobOutcome::NotReady,
+                "insufficient_samples",
+            ),
+        );
+        let app = router(Arc::new(ServiceMetrics::new()), None).merge(crate::status::router(board.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, app, async {
+            let _ = stopped.await;
+        }));
+        let run = async {
+            let (status, body) = get_text(addr, "/jobs").await;
+            assert_eq!(status, 200, "{body}");
+            assert!(body.contains(r#""job":"prod/abc""#), "{body}");
+            let (status, body) = get_text(addr, "/jobs/prod/abc").await;
+            assert_eq!(status, 200, "{body}");
+            assert!(body.contains(r#""reason":"insufficient_samples""#), "{body}");
+            assert_eq!(get_text(addr, "/jobs/prod/gone").await.0, 404);
+            assert_eq!(get_text(addr, "/metrics").await.0, 200);
+            board.remove("prod/abc");
+            assert_eq!(
+                get_text(addr, "/jobs/prod/abc").await.0,
+                404,
+                "a vanished job's status goes"
+            );
+        };
+        tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .expect("in time");
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     }
 }

@@ -8,10 +8,13 @@
 //!   dag-100 job (about 3,000 series) costs the cycle nothing measurable; the work happens when
 //!   Prometheus scrapes. A job's series go away with [`ServiceMetrics::remove_job`], which the
 //!   service calls when the control loop cleans the job up.
-//! - **Process-wide series** (cycle duration histogram, source fetch latency and failures, state
-//!   flush latency and failures) go through the [`metrics`] facade, so a library user gets them in
-//!   whatever recorder they install; the binary installs `metrics-exporter-prometheus` and appends
-//!   its rendering to the per-job series.
+//! - **Process-wide series** (cycle duration histogram, source fetch latency and failures, REST
+//!   request latency and failures per endpoint, state flush latency and failures) go through the
+//!   [`metrics`] facade, so a library user gets them in whatever recorder they install; the binary
+//!   installs `metrics-exporter-prometheus` and appends its rendering to the per-job series. The
+//!   REST series are emitted by the realizer's client ([`autoscaler_realizer::FlinkRestClient`])
+//!   and the flush series by the state stores ([`autoscaler_state::AnyStateStore`]) themselves, so
+//!   they need no wrapper.
 //!
 //! Why `metrics` + `metrics-exporter-prometheus` rather than `prometheus-client`: the facade lets
 //! library code emit without knowing the exporter (a platform embedding the crates can send the
@@ -22,13 +25,16 @@
 //! |---|---|---|
 //! | `flink_autoscaler_<metric>` (one per evaluated metric, lower snake case) | gauge | `source`, `job_id`, `job_name`, `vertex_id`, `vertex_name`, `stat` (`current`/`average`) |
 //! | `flink_autoscaler_parallelism`, `flink_autoscaler_recommended_parallelism` | gauge | as above, without `stat` |
+//! | `flink_autoscaler_memory_tuning_bytes` (memory tuning's last recommendation, one per size) | gauge | `source`, `job_id`, `job_name`, `key` (e.g. `taskmanager.memory.process.size`) |
 //! | `flink_autoscaler_cycles_total`, `flink_autoscaler_errors_total`, `flink_autoscaler_scalings_total` | counter | `source`, `job_id` |
 //! | `flink_autoscaler_cycle_duration_seconds` | histogram | `source` |
 //! | `flink_autoscaler_source_fetch_duration_seconds`, `flink_autoscaler_source_fetch_errors_total` | histogram, counter | `source` |
-//! | `flink_autoscaler_state_flush_duration_seconds`, `flink_autoscaler_state_flush_errors_total` | histogram, counter | none |
+//! | `flink_autoscaler_rest_request_duration_seconds`, `flink_autoscaler_rest_request_errors_total` | histogram, counter | `source`, `method`, `endpoint` (route template, e.g. `/jobs/:jobid/vertices/:vertexid/subtasks/metrics`); errors also `kind` |
+//! | `flink_autoscaler_state_flush_duration_seconds`, `flink_autoscaler_state_flush_errors_total` | histogram, counter | `store` (`sqlite`, `postgres`, `mysql`) |
 
-use autoscaler_core::AutoscalerMetricsReporter;
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric};
+use autoscaler_core::tuning::MEMORY_TUNING_GAUGE_PREFIX;
+use autoscaler_core::{AutoscalerMetricsReporter, GaugeKind};
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, VertexId};
 use autoscaler_realizer::sources::{JobLabels, SourceObserver};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -42,10 +48,8 @@ pub const CYCLE_DURATION: &str = "flink_autoscaler_cycle_duration_seconds";
 pub const SOURCE_FETCH_DURATION: &str = "flink_autoscaler_source_fetch_duration_seconds";
 /// Name of the source fetch failure counter.
 pub const SOURCE_FETCH_ERRORS: &str = "flink_autoscaler_source_fetch_errors_total";
-/// Name of the state flush duration histogram.
-pub const STATE_FLUSH_DURATION: &str = "flink_autoscaler_state_flush_duration_seconds";
-/// Name of the state flush failure counter.
-pub const STATE_FLUSH_ERRORS: &str = "flink_autoscaler_state_flush_errors_total";
+pub use autoscaler_realizer::{REST_REQUEST_DURATION, REST_REQUEST_ERRORS};
+pub use autoscaler_state::{STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS};
 
 /// Histogram buckets (seconds) of the process-wide latency series.
 pub const LATENCY_BUCKETS: &[f64] = &[
@@ -57,8 +61,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The series of one job. It is the job's [`AutoscalerMetricsReporter`]: the core's `scalings`,
-/// `errors` and `RECOMMENDED_PARALLELISM` reports land here; other gauges are ignored (the
-/// evaluated metrics arrive whole through [`JobSeries::set_evaluation`]).
+/// `errors`, `RECOMMENDED_PARALLELISM` and `MemoryTuning.*` reports land here; other gauges are
+/// ignored (the evaluated metrics arrive whole through [`JobSeries::set_evaluation`]).
 #[derive(Debug)]
 pub struct JobSeries {
     labels: JobLabels,
@@ -71,6 +75,8 @@ pub struct JobSeries {
     /// Vertex id -> name, from the last collected topology.
     vertex_names: Mutex<Arc<HashMap<String, String>>>,
     recommended: Mutex<BTreeMap<String, f64>>,
+    /// Memory tuning's last recommended sizes in bytes, by configuration key.
+    memory: Mutex<BTreeMap<String, f64>>,
 }
 
 impl JobSeries {
@@ -90,6 +96,7 @@ impl JobSeries {
             evaluation: Mutex::new(None),
             vertex_names: Mutex::new(Arc::new(HashMap::new())),
             recommended: Mutex::new(BTreeMap::new()),
+            memory: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -135,6 +142,25 @@ impl JobSeries {
 const RECOMMENDED_SUFFIX: &str = ".RECOMMENDED_PARALLELISM.Current";
 
 impl AutoscalerMetricsReporter for JobSeries {
+    /// The evaluated metrics are rendered from the latest evaluation at scrape time, so the cycle
+    /// need not compute a gauge per vertex and metric.
+    fn wants_gauges(&self) -> bool {
+        false
+    }
+
+    /// Keeps the recommended parallelism (without formatting a gauge name); ignores the rest.
+    fn set_vertex_gauge(&self, vertex: &VertexId, metric: ScalingMetric, kind: GaugeKind, value: f64) {
+        if metric == ScalingMetric::RecommendedParallelism && kind == GaugeKind::Current {
+            let mut recommended = lock(&self.recommended);
+            match recommended.get_mut(vertex.as_str()) {
+                Some(slot) => *slot = value,
+                None => {
+                    recommended.insert(vertex.as_str().to_owned(), value);
+                }
+            }
+        }
+    }
+
     fn increment_counter(&self, name: &str) {
         match name {
             "scalings" => self.scalings.fetch_add(1, Ordering::Relaxed),
@@ -147,6 +173,8 @@ impl AutoscalerMetricsReporter for JobSeries {
     fn set_gauge(&self, name: &str, value: f64) {
         if let Some(vertex) = name.strip_suffix(RECOMMENDED_SUFFIX) {
             lock(&self.recommended).insert(vertex.to_owned(), value);
+        } else if let Some(key) = name.strip_prefix(MEMORY_TUNING_GAUGE_PREFIX) {
+            lock(&self.memory).insert(key.to_owned(), value);
         }
     }
 }
@@ -357,6 +385,22 @@ impl ServiceMetrics {
                 let _ = writeln!(out, "{name}{{{}}} {}", vertex_label(job, vertex, names), number(*value));
             }
         }
+        let name = "flink_autoscaler_memory_tuning_bytes";
+        let _ = writeln!(
+            out,
+            "# HELP {name} The TaskManager memory sizes memory tuning last recommended (bytes).\n# TYPE {name} gauge"
+        );
+        for (job, _, _) in &views {
+            for (key, value) in lock(&job.memory).iter() {
+                let _ = writeln!(
+                    out,
+                    "{name}{{{},key=\"{}\"}} {}",
+                    job.job_labels,
+                    escape(key),
+                    number(*value)
+                );
+            }
+        }
         out
     }
 }
@@ -419,7 +463,7 @@ impl SourceObserver for ServiceMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, VertexId, VertexSpec};
+    use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, VertexSpec};
 
     fn labels(key: &str, name: &str) -> JobLabels {
         JobLabels {
@@ -429,6 +473,33 @@ mod tests {
             job_id: key.into(),
             job_name: name.into(),
         }
+    }
+
+    #[test]
+    fn memory_tuning_recommendations_render_one_gauge_per_size() {
+        let metrics = ServiceMetrics::new();
+        let series = metrics.job(&labels("j1", "orders"));
+        // What the core reports with a recommendation (`MemoryRecommendation::gauges`).
+        series.set_gauge("MemoryTuning.taskmanager.memory.process.size", 1_079_430_352.0);
+        series.set_gauge("MemoryTuning.taskmanager.memory.jvm-metaspace.size", 100_663_296.0);
+        let text = metrics.render_jobs();
+        let job = r#"source="prod",job_id="j1",job_name="orders""#;
+        assert!(
+            text.contains("# TYPE flink_autoscaler_memory_tuning_bytes gauge\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "flink_autoscaler_memory_tuning_bytes{{{job},key=\"taskmanager.memory.process.size\"}} 1079430352\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "flink_autoscaler_memory_tuning_bytes{{{job},key=\"taskmanager.memory.jvm-metaspace.size\"}} 100663296\n"
+            )),
+            "{text}"
+        );
     }
 
     #[test]
@@ -457,6 +528,18 @@ mod tests {
         )
         .expect("topology");
         series.set_topology(&topology);
+        assert!(
+            !series.wants_gauges(),
+            "evaluated metrics are rendered from the evaluation"
+        );
+        series.set_vertex_gauge(
+            &VertexId::new("v1"),
+            ScalingMetric::RecommendedParallelism,
+            GaugeKind::Current,
+            3.0,
+        );
+        series.set_vertex_gauge(&VertexId::new("v1"), ScalingMetric::Lag, GaugeKind::Current, 99.0);
+        assert_eq!(lock(&series.recommended).get("v1"), Some(&3.0));
         series.set_gauge("v1.RECOMMENDED_PARALLELISM.Current", 4.0);
         series.set_gauge("v1.TRUE_PROCESSING_RATE.Current", 9.0);
         series.increment_counter("scalings");

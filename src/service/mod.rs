@@ -12,14 +12,14 @@
 //! - [`http`]: the axum server of `/metrics`, `/livez` and `/readyz` (other routes merge in);
 //! - the wrappers below, which feed the metrics from the autoscaler without changing it:
 //!   [`ObservedAutoScaler`] (cycles, duration, cleanup of a vanished job's series and cooldown),
-//!   [`ObservedStateStore`] (latest evaluation, flush latency and failures, store health),
+//!   [`ObservedStateStore`] (latest evaluation, store health),
 //!   [`ObservedCollector`] (vertex names).
 
 pub mod http;
 pub mod metrics;
 pub mod settings;
 
-use self::metrics::{CYCLE_DURATION, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, ServiceMetrics};
+use self::metrics::{CYCLE_DURATION, ServiceMetrics};
 use autoscaler_core::{
     AutoScalerStateStore, AutoscalerError, CollectError, CollectedJobMetrics, ConfigChanges, DelayedScaleDown,
     JobAutoScaler, MetricsCollector, ParallelismOverrides, ScalingHistory, ScalingTracking, StateResult, async_trait,
@@ -114,8 +114,8 @@ impl MetricsCollector<String, Ctx> for ObservedCollector {
     }
 }
 
-/// Wraps a state store: keeps each job's latest evaluation for `/metrics`, times flushes, and
-/// tracks whether the store is reachable for `/readyz`.
+/// Wraps a state store: keeps each job's latest evaluation for `/metrics` and tracks whether the
+/// store is reachable for `/readyz`.
 pub struct ObservedStateStore {
     inner: Arc<dyn AutoScalerStateStore<String, Ctx>>,
     metrics: Arc<ServiceMetrics>,
@@ -204,13 +204,10 @@ impl AutoScalerStateStore<String, Ctx> for ObservedStateStore {
         self.inner.clear_all(ctx).await
     }
 
+    /// Flushes and records the outcome for `/readyz` (the store itself emits the flush latency
+    /// and failure series).
     async fn flush(&self, ctx: &Ctx) -> StateResult<()> {
-        let started = Instant::now();
         let result = self.inner.flush(ctx).await;
-        ::metrics::histogram!(STATE_FLUSH_DURATION).record(started.elapsed().as_secs_f64());
-        if result.is_err() {
-            ::metrics::counter!(STATE_FLUSH_ERRORS).increment(1);
-        }
         self.metrics.health().set_state_ok(result.is_ok());
         result
     }

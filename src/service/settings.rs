@@ -275,13 +275,15 @@ fn read_pem(conf: &Configuration, key: &str) -> Result<Option<Vec<u8>>, Settings
         .transpose()
 }
 
-/// The REST client settings of source `name`: `base` (timeouts) with its auth header and TLS.
+/// The REST client settings of source `name`: `base` (timeouts) with its auth header and TLS, and
+/// `name` as the `source` label of the request metrics.
 pub fn source_client_config(
     name: &str,
     conf: &Configuration,
     base: &RestClientConfig,
 ) -> Result<RestClientConfig, SettingsError> {
     let mut config = base.clone();
+    config.metrics_source = name.to_owned();
     let bearer = secret_setting(conf, &source_key(name, "auth.bearer-token"))?;
     let user = conf.get(&source_key(name, "auth.username"));
     let password = secret_setting(conf, &source_key(name, "auth.password"))?;
@@ -567,6 +569,7 @@ mod tests {
         let a = source_client_config("a", &conf, &RestClientConfig::default()).expect("a");
         assert_eq!(a.auth_header, Some(AuthHeader::bearer("tok-1")));
         assert!(a.tls.ca_certificate_pem.is_some());
+        assert_eq!(a.metrics_source, "a", "the source names its request metrics");
         let b = source_client_config("b", &conf, &RestClientConfig::default());
         assert!(
             b.as_ref()

@@ -767,6 +767,16 @@ impl Simulator {
             total: slots,
             available: 0.0,
         });
+        if let Some(memory) = self.job.settings.task_manager_memory {
+            for (metric, bytes) in [
+                (FlinkMetric::HeapMemoryMax, memory.heap_max),
+                (FlinkMetric::HeapMemoryUsed, memory.heap_used),
+                (FlinkMetric::MetaspaceMemoryUsed, memory.metaspace_used),
+                (FlinkMetric::ManagedMemoryUsed, memory.managed_used),
+            ] {
+                raw.task_manager_metrics.insert(metric, aggregate([bytes].into_iter()));
+            }
+        }
         Some(raw)
     }
 

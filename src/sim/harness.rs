@@ -5,6 +5,7 @@ use super::adapters::{SimContext, SimHandle, SimMetricsCollector, SimScalingReal
 use super::engine::Simulator;
 use autoscaler_core::async_trait;
 use autoscaler_core::job_autoscaler::{CycleOutcome, JobAutoScalerImpl};
+use autoscaler_core::plugins::PluginRegistry;
 use autoscaler_core::{AutoScalerEventHandler, AutoScalerStateStore, Configuration, EventType};
 use autoscaler_metrics::ScalingMetric;
 use autoscaler_state::InMemoryStateStore;
@@ -149,16 +150,41 @@ pub struct SimAutoscaler {
 impl SimAutoscaler {
     /// An autoscaler for `sim` with `configuration`, cycling every `control_interval` of simulated time.
     pub fn new(sim: Simulator, configuration: Configuration, control_interval: Duration) -> Self {
+        Self::build(sim, configuration, control_interval, None)
+    }
+
+    /// As [`SimAutoscaler::new`], recording the job into `recorder` through the hooks
+    /// `flink-autoscaler run --record` installs: the collector wrapped in a
+    /// [`RecordingCollector`](crate::recording::RecordingCollector), the event handler in a
+    /// [`DecisionPublisher`](crate::recording::DecisionPublisher).
+    pub fn recorded(
+        sim: Simulator,
+        configuration: Configuration,
+        control_interval: Duration,
+        recorder: Arc<crate::recording::Recorder>,
+    ) -> Self {
+        Self::build(sim, configuration, control_interval, Some(recorder))
+    }
+
+    fn build(
+        sim: Simulator,
+        configuration: Configuration,
+        control_interval: Duration,
+        recorder: Option<Arc<crate::recording::Recorder>>,
+    ) -> Self {
+        use crate::recording::{DecisionPublisher, RecordingCollector};
+        use autoscaler_core::MetricsCollector;
         let handle = SimHandle::new(sim);
         let store = Arc::new(InMemoryStateStore::new());
         let events = Arc::new(RecordingEventHandler::default());
-        let autoscaler = JobAutoScalerImpl::new(
-            Arc::new(SimMetricsCollector),
-            store.clone(),
-            Arc::new(SimScalingRealizer),
-            events.clone(),
-        )
-        .with_clock(Arc::new(handle.clock()));
+        let mut collector: Arc<dyn MetricsCollector<String, SimContext>> = Arc::new(SimMetricsCollector);
+        let mut handler: Arc<dyn AutoScalerEventHandler<String, SimContext>> = events.clone();
+        if let Some(recorder) = recorder {
+            collector = Arc::new(RecordingCollector::new(collector, recorder.clone()));
+            handler = Arc::new(DecisionPublisher::new(handler, None, Some(recorder)));
+        }
+        let autoscaler = JobAutoScalerImpl::new(collector, store.clone(), Arc::new(SimScalingRealizer), handler)
+            .with_clock(Arc::new(handle.clock()));
         Self {
             handle,
             configuration,
@@ -167,6 +193,13 @@ impl SimAutoscaler {
             store,
             events,
         }
+    }
+
+    /// Offers the plugins of `registry` to the autoscaler; the configuration selects them by name
+    /// ([`JobAutoScalerImpl::with_plugins`]).
+    pub fn with_plugins(mut self, registry: PluginRegistry) -> Self {
+        self.autoscaler = self.autoscaler.with_plugins(registry);
+        self
     }
 
     /// The simulator handle.

@@ -174,6 +174,24 @@ pub struct SimSettings {
     pub rate_noise: f64,
     /// Seed of every random choice.
     pub seed: u64,
+    /// What the TaskManagers report about their memory (heap, metaspace, managed memory), which
+    /// memory tuning reads; `None` (the default) reports nothing, as a job without TaskManager
+    /// metrics.
+    pub task_manager_memory: Option<SimTaskManagerMemory>,
+}
+
+/// The memory the simulated TaskManagers report as in use, in bytes (the largest TaskManager, as
+/// the collector aggregates them): constant, whatever the load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimTaskManagerMemory {
+    /// `Status.JVM.Memory.Heap.Max`.
+    pub heap_max: f64,
+    /// `Status.JVM.Memory.Heap.Used`.
+    pub heap_used: f64,
+    /// `Status.JVM.Memory.Metaspace.Used`.
+    pub metaspace_used: f64,
+    /// `Status.Flink.Memory.Managed.Used` (0 without RocksDB).
+    pub managed_used: f64,
 }
 
 impl Default for SimSettings {
@@ -187,6 +205,7 @@ impl Default for SimSettings {
             meter_update: Duration::from_secs(5),
             rate_noise: 0.0,
             seed: 1,
+            task_manager_memory: None,
         }
     }
 }

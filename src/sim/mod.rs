@@ -23,5 +23,5 @@ pub mod workloads;
 
 pub use adapters::{SimClock, SimContext, SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer};
 pub use engine::{Counters, RescaleEvent, SimJobState, Simulator, SubtaskMeters, Totals};
-pub use job::{KeySkew, SimEdge, SimError, SimJob, SimSettings, SimVertex, SourceSpec};
+pub use job::{KeySkew, SimEdge, SimError, SimJob, SimSettings, SimTaskManagerMemory, SimVertex, SourceSpec};
 pub use profile::RateProfile;

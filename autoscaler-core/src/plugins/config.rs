@@ -3,6 +3,7 @@
 
 use crate::config::Configuration;
 use crate::options::{AUTOSCALER_PREFIX, LEGACY_PREFIX};
+use crate::state::ConfigChanges;
 
 /// Prefix (after `job.autoscaler.`) of a custom evaluator instance's keys.
 pub const CUSTOM_EVALUATOR_PREFIX: &str = "metrics.custom-evaluator.";
@@ -88,5 +89,33 @@ impl PluginConfig {
     /// context `getConfiguration()`): parameters win over job keys of the same name.
     pub fn configuration(&self) -> &Configuration {
         &self.configuration
+    }
+
+    /// The same instance seeing the job configuration with `changes` applied
+    /// ([`ConfigChanges::applied_to`]), its parameters still on top: what a scaling executor sees
+    /// while `memory.tuning.enabled` (the reference hands it the tuned configuration).
+    ///
+    /// ```
+    /// use autoscaler_core::plugins::{CUSTOM_EXECUTOR_PREFIX, PluginConfig};
+    /// use autoscaler_core::{ConfigChanges, Configuration};
+    /// let conf = Configuration::from_iter([
+    ///     ("taskmanager.memory.process.size", "4 gb"),
+    ///     ("job.autoscaler.scaling.custom-executor.e.max", "8"),
+    /// ]);
+    /// let config = PluginConfig::new(&conf, CUSTOM_EXECUTOR_PREFIX, "e", "cap");
+    /// let mut changes = ConfigChanges::default();
+    /// changes.overrides.insert("taskmanager.memory.process.size".into(), "2 gb".into());
+    /// let tuned = config.with_config_changes(&changes);
+    /// assert_eq!(tuned.configuration().get("taskmanager.memory.process.size"), Some("2 gb"));
+    /// assert_eq!(tuned.configuration().get("max"), Some("8"));
+    /// assert_eq!(tuned.parameters(), config.parameters());
+    /// ```
+    pub fn with_config_changes(&self, changes: &ConfigChanges) -> Self {
+        Self {
+            instance: self.instance.clone(),
+            class: self.class.clone(),
+            parameters: self.parameters.clone(),
+            configuration: changes.applied_to(&self.configuration).overlay(&self.parameters),
+        }
     }
 }

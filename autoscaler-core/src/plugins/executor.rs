@@ -3,7 +3,7 @@
 
 use super::{PluginConfig, PluginError, Resolved};
 use crate::options::AutoScalerOptions;
-use crate::state::ScalingSummary;
+use crate::state::{ConfigChanges, ScalingSummary};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -17,8 +17,13 @@ pub const SCALING_VETOED_REASON: &str = "ScalingVetoed";
 /// Everything a scaling executor sees besides the summaries.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecutorContext<'a> {
-    /// The instance's parameters and the configuration it sees.
+    /// The instance's parameters and the configuration it sees: while `memory.tuning.enabled`, the
+    /// job configuration with [`config_changes`](Self::config_changes) applied (the reference's
+    /// tuned configuration), else the job configuration as it is.
     pub config: &'a PluginConfig,
+    /// Memory tuning's changes for this scaling, which are stored with it and realized: empty unless
+    /// `memory.tuning.enabled` and tuning recommended something.
+    pub config_changes: &'a ConfigChanges,
     /// The cycle's instant.
     pub now: DateTime<Utc>,
     /// The job graph.
@@ -70,19 +75,42 @@ pub(crate) enum ChainOutcome {
     },
 }
 
+/// What the chain runs on besides the summaries.
+pub(crate) struct ChainInput<'a> {
+    pub(crate) now: DateTime<Utc>,
+    pub(crate) topology: &'a JobTopology,
+    pub(crate) evaluated: &'a EvaluatedMetrics,
+    pub(crate) options: &'a AutoScalerOptions,
+    /// Memory tuning's changes for the scaling.
+    pub(crate) config_changes: &'a ConfigChanges,
+}
+
 /// Runs `executors` (already sorted) over `summaries`.
 pub(crate) fn apply_executor_chain(
     executors: &[Resolved<dyn ScalingExecutorPlugin>],
-    now: DateTime<Utc>,
-    topology: &JobTopology,
-    evaluated: &EvaluatedMetrics,
-    options: &AutoScalerOptions,
+    input: &ChainInput<'_>,
     mut summaries: ScalingSummaries,
 ) -> Result<ChainOutcome, PluginError> {
+    let ChainInput {
+        now,
+        topology,
+        evaluated,
+        options,
+        config_changes,
+    } = *input;
     for executor in executors {
         let name = describe(&executor.config);
+        // The reference hands the executors the tuned configuration while tuning is enabled.
+        let tuned;
+        let config = if options.memory_tuning_enabled && !config_changes.is_empty() {
+            tuned = executor.config.with_config_changes(config_changes);
+            &tuned
+        } else {
+            &executor.config
+        };
         let ctx = ExecutorContext {
-            config: &executor.config,
+            config,
+            config_changes,
             now,
             topology,
             evaluated,

@@ -2,10 +2,11 @@
 //! without plugins ([`NoPlugins`]) cannot fail by construction.
 
 use super::{
-    ChainOutcome, PluginError, ResolvedPlugins, ScalingSummaries, align_with_plugin, apply_executor_chain,
+    ChainInput, ChainOutcome, PluginError, ResolvedPlugins, ScalingSummaries, align_with_plugin, apply_executor_chain,
     scaling_would_exceed_cluster_resources,
 };
 use crate::scaling::{AlignmentContext, DecisionInput};
+use crate::state::ConfigChanges;
 use autoscaler_metrics::{EvaluatedVertexMetrics, VertexId, VertexInfo};
 use std::convert::Infallible;
 
@@ -31,11 +32,12 @@ pub(crate) trait DecisionHooks {
         task_manager_memory: Option<u64>,
     ) -> Result<bool, Self::Error>;
 
-    /// The scaling executor chain's verdict on `summaries`.
+    /// The scaling executor chain's verdict on `summaries`, with memory tuning's `config_changes`.
     fn run_executor_chain(
         &self,
         input: &DecisionInput<'_>,
         summaries: ScalingSummaries,
+        config_changes: &ConfigChanges,
     ) -> Result<ChainOutcome, Self::Error>;
 }
 
@@ -68,6 +70,7 @@ impl DecisionHooks for NoPlugins {
         &self,
         _: &DecisionInput<'_>,
         summaries: ScalingSummaries,
+        _: &ConfigChanges,
     ) -> Result<ChainOutcome, Infallible> {
         Ok(ChainOutcome::Approved(summaries))
     }
@@ -110,14 +113,15 @@ impl DecisionHooks for ResolvedPlugins {
         &self,
         input: &DecisionInput<'_>,
         summaries: ScalingSummaries,
+        config_changes: &ConfigChanges,
     ) -> Result<ChainOutcome, PluginError> {
-        apply_executor_chain(
-            self.executors(),
-            input.now,
-            input.topology,
-            input.evaluated,
-            input.options,
-            summaries,
-        )
+        let chain = ChainInput {
+            now: input.now,
+            topology: input.topology,
+            evaluated: input.evaluated,
+            options: input.options,
+            config_changes,
+        };
+        apply_executor_chain(self.executors(), &chain, summaries)
     }
 }

@@ -50,6 +50,7 @@
 //! ```
 
 mod alignment;
+mod business_hours;
 mod config;
 mod evaluator;
 mod executor;
@@ -57,6 +58,7 @@ mod hooks;
 mod resource_check;
 
 pub use alignment::{AlignmentModeContext, ParallelismAlignmentMode};
+pub use business_hours::{BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor};
 pub use config::{
     ALIGNMENT_MODE_PREFIX, CUSTOM_EVALUATOR_PREFIX, CUSTOM_EXECUTOR_PREFIX, PluginConfig, prefix_stripped_parameters,
 };
@@ -65,7 +67,7 @@ pub use executor::{ExecutorContext, SCALING_VETOED_REASON, ScalingExecutorPlugin
 pub use resource_check::{NoopResourceCheck, ResourceCheck, estimate_num_task_slots_after_rescale};
 
 pub(crate) use alignment::align_with_plugin;
-pub(crate) use executor::{ChainOutcome, apply_executor_chain};
+pub(crate) use executor::{ChainInput, ChainOutcome, apply_executor_chain};
 pub(crate) use hooks::{DecisionHooks, NoPlugins};
 pub(crate) use resource_check::scaling_would_exceed_cluster_resources;
 
@@ -222,7 +224,7 @@ impl PluginRegistry {
             conf,
             CUSTOM_EVALUATOR_PREFIX,
             instance,
-            "custom metric evaluator",
+            "metric evaluator",
         )
     }
 

@@ -8,7 +8,7 @@ use super::{
     BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision,
 };
 use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
-use crate::state::{DelayedScaleDown, ScalingSummary};
+use crate::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
 use crate::tuning::{self, TuningInput};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexId, VertexInfo,
@@ -188,7 +188,9 @@ fn decide_inner<P: DecisionHooks>(
         return Ok(decision);
     }
 
-    match plugins.run_executor_chain(input, decision.summaries.clone())? {
+    let no_changes = ConfigChanges::default();
+    let config_changes = decision.memory_tuning.as_ref().map_or(&no_changes, |t| &t.changes);
+    match plugins.run_executor_chain(input, decision.summaries.clone(), config_changes)? {
         ChainOutcome::Vetoed { instance, class } => {
             decision
                 .events

@@ -64,6 +64,21 @@ pub enum RestError {
 }
 
 impl RestError {
+    /// A short, stable name of the variant (`status`, `timeout`, `transport`, `decode`,
+    /// `body_too_large`, `invalid_id`, `config`): the `kind` label of
+    /// [`crate::rest::REST_REQUEST_ERRORS`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Status { .. } => "status",
+            Self::Timeout { .. } => "timeout",
+            Self::Transport { .. } => "transport",
+            Self::Decode { .. } => "decode",
+            Self::BodyTooLarge { .. } => "body_too_large",
+            Self::InvalidId { .. } => "invalid_id",
+            Self::Config(_) => "config",
+        }
+    }
+
     /// The HTTP status, if Flink answered with an error status.
     pub fn status(&self) -> Option<u16> {
         match self {

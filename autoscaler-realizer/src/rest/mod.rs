@@ -24,7 +24,18 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Name of the histogram of REST request latency, in seconds, labelled `source`, `method` and
+/// `endpoint` (the route template, e.g. `/jobs/:jobid/vertices/:vertexid/subtasks/metrics`, never
+/// a raw id). Every request is one sample; each attempt of a retried GET is a request.
+pub const REST_REQUEST_DURATION: &str = "flink_autoscaler_rest_request_duration_seconds";
+/// Name of the counter of failed REST requests, labelled like [`REST_REQUEST_DURATION`] plus
+/// `kind` ([`RestError::kind`]: `status`, `timeout`, `transport`, `decode`, `body_too_large`,
+/// `invalid_id`, `config`).
+pub const REST_REQUEST_ERRORS: &str = "flink_autoscaler_rest_request_errors_total";
+/// Route template of the subtask-metrics endpoint (listing and aggregated values).
+const SUBTASK_METRICS_ROUTE: &str = "/jobs/:jobid/vertices/:vertexid/subtasks/metrics";
 
 /// An extra header sent with every request (e.g. `Authorization: Bearer ...` in front of a proxy).
 #[derive(Clone, PartialEq, Eq)]
@@ -117,6 +128,9 @@ pub struct RestClientConfig {
     /// body (or a `Content-Length` announcing one) fails the call with [`RestError::BodyTooLarge`]
     /// as soon as the limit is crossed, so a misbehaving server cannot grow the process.
     pub max_response_bytes: usize,
+    /// The `source` label of this client's request metrics ([`REST_REQUEST_DURATION`],
+    /// [`REST_REQUEST_ERRORS`]); the service sets each source's name, the default is empty.
+    pub metrics_source: String,
 }
 
 /// Default of [`RestClientConfig::max_response_bytes`]: 64 MiB. The largest answers the autoscaler
@@ -135,6 +149,7 @@ impl Default for RestClientConfig {
             auth_header: None,
             tls: TlsConfig::default(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            metrics_source: String::new(),
         }
     }
 }
@@ -249,21 +264,22 @@ impl FlinkRestClient {
 
     /// `GET /jobs/overview`: every job the JobManager knows, with state and task counts.
     pub async fn jobs_overview(&self) -> Result<JobsOverview, RestError> {
-        self.get("jobs/overview", &[]).await
+        self.get("/jobs/overview", "jobs/overview", &[]).await
     }
 
     /// `GET /jobs/{jobid}`: job details with timestamps, vertices (parallelism, max parallelism,
     /// status, IO counters) and the plan. Unknown job: 404.
     pub async fn job_details(&self, job_id: &str) -> Result<JobDetails, RestError> {
         let job = path_segment("job id", job_id)?;
-        self.get(&format!("jobs/{job}"), &[]).await
+        self.get("/jobs/:jobid", &format!("jobs/{job}"), &[]).await
     }
 
     /// `GET /jobs/{jobid}/status`: the job state straight from the dispatcher (not from the 3 s
     /// execution-graph cache that serves the job details).
     pub async fn job_status(&self, job_id: &str) -> Result<JobStatusInfo, RestError> {
         let job = path_segment("job id", job_id)?;
-        self.get(&format!("jobs/{job}/status"), &[]).await
+        self.get("/jobs/:jobid/status", &format!("jobs/{job}/status"), &[])
+            .await
     }
 
     /// `GET /jobs/{jobid}/metrics?get=...`: job metrics, values as strings. `numRescales` going up by
@@ -273,32 +289,42 @@ impl FlinkRestClient {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        self.get(&format!("jobs/{job}/metrics"), &metrics_query(names, &[]))
-            .await
+        self.get(
+            "/jobs/:jobid/metrics",
+            &format!("jobs/{job}/metrics"),
+            &metrics_query(names, &[]),
+        )
+        .await
     }
 
     /// `GET /jobs/{jobid}/plan`: the job graph with edges and ship strategies.
     pub async fn job_plan(&self, job_id: &str) -> Result<JobPlan, RestError> {
         let job = path_segment("job id", job_id)?;
-        let response: JobPlanResponse = self.get(&format!("jobs/{job}/plan"), &[]).await?;
+        let response: JobPlanResponse = self.get("/jobs/:jobid/plan", &format!("jobs/{job}/plan"), &[]).await?;
         Ok(response.plan)
     }
 
     /// `GET /jobs/{jobid}/config`: the job's execution config.
     pub async fn job_config(&self, job_id: &str) -> Result<JobConfig, RestError> {
         let job = path_segment("job id", job_id)?;
-        self.get(&format!("jobs/{job}/config"), &[]).await
+        self.get("/jobs/:jobid/config", &format!("jobs/{job}/config"), &[])
+            .await
     }
 
     /// `GET /jobs/{jobid}/jobmanager/config`: the configuration the job runs with, as `{key, value}`.
     pub async fn job_jobmanager_config(&self, job_id: &str) -> Result<Vec<ConfigEntry>, RestError> {
         let job = path_segment("job id", job_id)?;
-        self.get(&format!("jobs/{job}/jobmanager/config"), &[]).await
+        self.get(
+            "/jobs/:jobid/jobmanager/config",
+            &format!("jobs/{job}/jobmanager/config"),
+            &[],
+        )
+        .await
     }
 
     /// `GET /jobmanager/config`: the cluster configuration.
     pub async fn jobmanager_config(&self) -> Result<Vec<ConfigEntry>, RestError> {
-        self.get("jobmanager/config", &[]).await
+        self.get("/jobmanager/config", "jobmanager/config", &[]).await
     }
 
     /// `GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics`: the names of the metrics the vertex's
@@ -308,7 +334,11 @@ impl FlinkRestClient {
         let job = path_segment("job id", job_id)?;
         let vertex = path_segment("vertex id", vertex_id)?;
         let names: Vec<MetricName> = self
-            .get(&format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"), &[])
+            .get(
+                SUBTASK_METRICS_ROUTE,
+                &format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"),
+                &[],
+            )
             .await?;
         Ok(names.into_iter().map(|n| n.id).collect())
     }
@@ -331,8 +361,12 @@ impl FlinkRestClient {
             return Ok(Vec::new());
         }
         let query = metrics_query(names, aggregations);
-        self.get(&format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"), &query)
-            .await
+        self.get(
+            SUBTASK_METRICS_ROUTE,
+            &format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"),
+            &query,
+        )
+        .await
     }
 
     /// `GET /jobs/{jobid}/vertices/{vertexid}/metrics?get=<subtask>.<name>,...`: per-subtask values.
@@ -350,7 +384,12 @@ impl FlinkRestClient {
             return Ok(Vec::new());
         }
         let query = metrics_query(names, &[]);
-        self.get(&format!("jobs/{job}/vertices/{vertex}/metrics"), &query).await
+        self.get(
+            "/jobs/:jobid/vertices/:vertexid/metrics",
+            &format!("jobs/{job}/vertices/{vertex}/metrics"),
+            &query,
+        )
+        .await
     }
 
     /// `GET /taskmanagers/metrics?get=...[&agg=...]`: the named metrics aggregated over all task
@@ -363,8 +402,12 @@ impl FlinkRestClient {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        self.get("taskmanagers/metrics", &metrics_query(names, aggregations))
-            .await
+        self.get(
+            "/taskmanagers/metrics",
+            "taskmanagers/metrics",
+            &metrics_query(names, aggregations),
+        )
+        .await
     }
 
     /// `GET /jobmanager/metrics?get=...`: job manager metrics (`taskSlotsTotal`, ...), values as strings.
@@ -372,13 +415,19 @@ impl FlinkRestClient {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        self.get("jobmanager/metrics", &metrics_query(names, &[])).await
+        self.get("/jobmanager/metrics", "jobmanager/metrics", &metrics_query(names, &[]))
+            .await
     }
 
     /// `GET /jobs/{jobid}/resource-requirements` (adaptive scheduler only). Unknown or stopped job: 500.
     pub async fn resource_requirements(&self, job_id: &str) -> Result<JobResourceRequirements, RestError> {
         let job = path_segment("job id", job_id)?;
-        self.get(&format!("jobs/{job}/resource-requirements"), &[]).await
+        self.get(
+            "/jobs/:jobid/resource-requirements",
+            &format!("jobs/{job}/resource-requirements"),
+            &[],
+        )
+        .await
     }
 
     /// `PUT /jobs/{jobid}/resource-requirements`. The body must list every vertex of the job. Flink
@@ -394,17 +443,34 @@ impl FlinkRestClient {
         let path = format!("jobs/{job}/resource-requirements");
         let body = serde_json::to_vec(requirements)
             .map_err(|e| RestError::Config(format!("resource requirements do not serialize: {e}")))?;
-        self.send(Method::PUT, &path, &[], Some(body)).await.map(|_| ())
+        self.send(
+            Method::PUT,
+            "/jobs/:jobid/resource-requirements",
+            &path,
+            &[],
+            Some(body),
+        )
+        .await
+        .map(|_| ())
     }
 
-    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str, query: &[(&str, String)]) -> Result<T, RestError> {
+    /// GET `path` (retried, see the module docs); `route` is its template (`/jobs/:jobid`), the
+    /// `endpoint` label of the request metrics.
+    pub(crate) async fn get<T: DeserializeOwned>(
+        &self,
+        route: &'static str,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<T, RestError> {
         let config = &self.inner.config;
         let mut attempt = 0;
         loop {
-            let result = match self.send(Method::GET, path, query, None).await {
+            let started = Instant::now();
+            let result = match self.send_once(Method::GET, path, query, None).await {
                 Ok(body) => decode::<T>(&endpoint(&Method::GET, path), &body),
                 Err(e) => Err(e),
             };
+            self.observe(&Method::GET, route, started, result.as_ref().err());
             match result {
                 Err(e) if attempt < config.retries && e.is_retryable() => {
                     let backoff = backoff(config.initial_backoff, config.max_backoff, attempt);
@@ -417,8 +483,47 @@ impl FlinkRestClient {
         }
     }
 
-    /// One request; the body of a 2xx answer, or the error.
+    /// One request, never retried, with its metrics; the body of a 2xx answer, or the error.
     async fn send(
+        &self,
+        method: Method,
+        route: &'static str,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<Vec<u8>>,
+    ) -> Result<Vec<u8>, RestError> {
+        let started = Instant::now();
+        let result = self.send_once(method.clone(), path, query, body).await;
+        self.observe(&method, route, started, result.as_ref().err());
+        result
+    }
+
+    /// Records one request (one attempt of a retried GET) in the [`REST_REQUEST_DURATION`]
+    /// histogram and, when it failed, the [`REST_REQUEST_ERRORS`] counter.
+    fn observe(&self, method: &Method, route: &'static str, started: Instant, error: Option<&RestError>) {
+        let source = self.inner.config.metrics_source.clone();
+        let method = method_label(method);
+        metrics::histogram!(
+            REST_REQUEST_DURATION,
+            "source" => source.clone(),
+            "method" => method,
+            "endpoint" => route
+        )
+        .record(started.elapsed().as_secs_f64());
+        if let Some(error) = error {
+            metrics::counter!(
+                REST_REQUEST_ERRORS,
+                "source" => source,
+                "method" => method,
+                "endpoint" => route,
+                "kind" => error.kind()
+            )
+            .increment(1);
+        }
+    }
+
+    /// One request; the body of a 2xx answer, or the error.
+    async fn send_once(
         &self,
         method: Method,
         path: &str,
@@ -551,6 +656,17 @@ fn path_segment(kind: &'static str, id: &str) -> Result<String, RestError> {
         }
     }
     Ok(out)
+}
+
+/// The `method` label: a bounded set (the client only sends GET and PUT).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::PUT => "PUT",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        _ => "OTHER",
+    }
 }
 
 fn endpoint(method: &Method, path: &str) -> String {
