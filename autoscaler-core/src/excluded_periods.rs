@@ -632,16 +632,20 @@ impl QuartzCron {
             stop += modulus;
             wrap = Some(modulus);
         }
-        // Years after LAST_YEAR can never match, so a huge explicit year range stops there.
-        let stop = if field == Field::Year {
-            stop.min(LAST_YEAR)
-        } else {
-            stop
+        // Quartz stores every value of the range, however long (`99-9946591`: 99 is `*`, whose
+        // range check is skipped). No instant can match a value above a field's largest, and
+        // only the special values up to `ALL_SPEC` are ever looked up, so the loop stops there:
+        // at LAST_YEAR for years, and for the other fields after `ALL_SPEC` plus one value beyond
+        // it, which keeps the set's largest value (what `?` checks) on the same side of `NO_SPEC`.
+        let limit = match (field, wrap) {
+            (Field::Year, _) => stop.min(LAST_YEAR),
+            (_, None) => stop.min(ALL_SPEC),
+            (_, Some(_)) => stop,
         };
         let one_based = matches!(field, Field::Month | Field::DayOfWeek | Field::DayOfMonth);
         let set = self.set_mut(field);
         let mut v = start;
-        while v <= stop {
+        while v <= limit {
             let stored = match wrap {
                 None => v,
                 Some(m) if v % m == 0 && one_based => m,
@@ -650,8 +654,11 @@ impl QuartzCron {
             set.insert(stored);
             match v.checked_add(increment) {
                 Some(next) => v = next,
-                None => break,
+                None => return Ok(()),
             }
+        }
+        if field != Field::Year && v <= stop {
+            set.insert(v);
         }
         Ok(())
     }
@@ -1027,6 +1034,31 @@ mod tests {
         ] {
             assert!(QuartzCron::parse(e).is_err(), "{e:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn a_huge_range_after_the_star_value_is_bounded_with_quartz_semantics() {
+        // 99 is Quartz's `*` value, so `99-9946591` skips the range check and covers every day;
+        // found by the `excluded_periods` fuzz target (10 s per parse before the loop was bounded).
+        let store = |item: &str| {
+            let mut c = QuartzCron::default();
+            let chars: Vec<char> = item.chars().collect();
+            c.store(&chars, Field::DayOfMonth).unwrap();
+            c.set(Field::DayOfMonth).clone()
+        };
+        let started = std::time::Instant::now();
+        let days = store("99-9946591");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!((1..=31).all(|d| days.contains(&d)));
+        assert!(days.contains(&NO_SPEC) && days.contains(&ALL_SPEC), "98 and 99 are in the range, as in Quartz");
+        assert!(*days.last().unwrap() > ALL_SPEC, "the largest value stays above the special values");
+        // Stepping by 97 from 1: 1, 98, 195, ...; the bound keeps 1 and 98 and one value after.
+        let stepped = store("99-1000/97");
+        assert_eq!(stepped.iter().copied().collect::<Vec<_>>(), vec![1, 98, 195]);
+        // The whole expression is then Quartz's error: `?` and a day-of-month holding NO_SPEC.
+        let started = std::time::Instant::now();
+        assert!(ExcludedPeriod::parse("* * * 99-9946591 * ?").is_err());
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]
