@@ -3,12 +3,15 @@
 //! stored window from an in-memory state store, add this cycle's snapshot, window and trim,
 //! evaluate, decide, persist the decision. The store is pre-loaded outside the timed section.
 //!
+//! `cycle_exported/<scenario>` runs the same cycles as `run --metrics-addr` does: the Prometheus
+//! exporter installed and the service's metric wrappers in place.
+//!
 //! `cargo bench --bench cycle`
 
 use autoscaler_core::{
     AutoScalerEventHandler, AutoScalerOptions, AutoScalerStateStore, BasicJobContext, CollectError,
-    CollectedJobMetrics, CycleOutcome, EventType, JobAutoScalerImpl, MetricsCollector, MetricsSnapshot,
-    ParallelismOverrides, RealizeError, ScalingRealizer, async_trait, scaling::DecisionOutcome,
+    CollectedJobMetrics, CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, MetricsCollector,
+    MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait, scaling::DecisionOutcome,
 };
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
 use autoscaler_state::InMemoryStateStore;
@@ -29,10 +32,10 @@ struct Replayed {
 }
 
 #[async_trait]
-impl MetricsCollector<String, Ctx> for Replayed {
+impl<C: JobAutoScalerContext<String>> MetricsCollector<String, C> for Replayed {
     async fn collect(
         &self,
-        _: &Ctx,
+        _: &C,
         _: &AutoScalerOptions,
         _: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
@@ -47,17 +50,17 @@ impl MetricsCollector<String, Ctx> for Replayed {
 struct Discard;
 
 #[async_trait]
-impl ScalingRealizer<String, Ctx> for Discard {
-    async fn realize_parallelism_overrides(&self, _: &Ctx, _: &ParallelismOverrides) -> Result<(), RealizeError> {
+impl<C: JobAutoScalerContext<String>> ScalingRealizer<String, C> for Discard {
+    async fn realize_parallelism_overrides(&self, _: &C, _: &ParallelismOverrides) -> Result<(), RealizeError> {
         Ok(())
     }
 }
 
 #[async_trait]
-impl AutoScalerEventHandler<String, Ctx> for Discard {
+impl<C: JobAutoScalerContext<String>> AutoScalerEventHandler<String, C> for Discard {
     async fn handle_event(
         &self,
-        _: &Ctx,
+        _: &C,
         _: EventType,
         _: &str,
         _: &str,
@@ -153,9 +156,82 @@ fn bench_cycle(c: &mut Criterion) {
     group.finish();
 }
 
+/// The same cycles as `service` runs them with `--metrics-addr`: the Prometheus recorder of the
+/// `metrics` facade installed, the service's wrappers around the autoscaler, collector and store
+/// (cycle histogram, vertex names, latest evaluation for scrape-time rendering), and the job's
+/// `JobSeries` as its metrics reporter. Ids `cycle_exported/<scenario>`; compare with `cycle/`.
+fn bench_cycle_exported(c: &mut Criterion) {
+    use autoscaler_core::{JobAutoScaler, JobStatus};
+    use autoscaler_realizer::{FlinkRestClient, RestClientConfig, SourceJobContext, sources::JobLabels};
+    use flink_autoscaler::service::metrics::{LATENCY_BUCKETS, ServiceMetrics};
+    use flink_autoscaler::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore};
+
+    let exporter = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets(LATENCY_BUCKETS)
+        .expect("buckets")
+        .install_recorder()
+        .expect("the only recorder of this process");
+    let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let client = FlinkRestClient::new("http://127.0.0.1:9", RestClientConfig::default()).expect("client");
+    let mut group = c.benchmark_group("cycle_exported");
+    for name in ["chain-10", "dag-100", "dag-1000"] {
+        let p = prepare(name);
+        let now = p.scenario.now;
+        let metrics = Arc::new(ServiceMetrics::new());
+        let labels = JobLabels {
+            job_key: name.to_owned(),
+            source: "bench".to_owned(),
+            application: None,
+            job_id: name.to_owned(),
+            job_name: name.to_owned(),
+        };
+        let ctx = SourceJobContext {
+            reporter: metrics.job(&labels),
+            labels,
+            job_status: Some(JobStatus::Running),
+            configuration: p.ctx.configuration.clone(),
+            client: client.clone(),
+        };
+        let service = |store: Arc<InMemoryStateStore>| {
+            let collector = Arc::new(ObservedCollector::new(p.collector.clone(), metrics.clone()));
+            let store = Arc::new(ObservedStateStore::new(store, metrics.clone()));
+            let inner = JobAutoScalerImpl::new(collector, store, Arc::new(Discard), Arc::new(Discard))
+                .with_clock(Arc::new(move || now));
+            ObservedAutoScaler::new(Arc::new(inner), metrics.clone())
+        };
+        // One check outside the timing: the same decision, and the job's series are exported.
+        let before = metrics.job(&ctx.labels).scalings();
+        rt.block_on(service(preloaded_store(&rt, &p)).scale(&ctx))
+            .expect("cycle");
+        assert_eq!(metrics.job(&ctx.labels).scalings(), before + 1, "{name} scales");
+        let scraped = metrics.render_jobs();
+        let vertices = p.scenario.topology.len();
+        let tpr = scraped
+            .lines()
+            .filter(|l| l.starts_with("flink_autoscaler_true_processing_rate{"))
+            .count();
+        assert!(
+            tpr >= vertices,
+            "{name}: {tpr} true processing rate series for {vertices} vertices"
+        );
+        assert!(exporter.render().contains("flink_autoscaler_cycle_duration_seconds"));
+
+        group.throughput(Throughput::Elements(vertices as u64));
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                || service(preloaded_store(&rt, &p)),
+                |autoscaler| black_box(rt.block_on(autoscaler.scale(&ctx))),
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(5));
-    targets = bench_cycle
+    // `cycle_exported` installs the process's recorder, so it runs after `cycle`.
+    targets = bench_cycle, bench_cycle_exported
 }
 criterion_main!(benches);

@@ -23,7 +23,8 @@
 //!
 //! | series | type | labels |
 //! |---|---|---|
-//! | `flink_autoscaler_<metric>` (one per evaluated metric, lower snake case) | gauge | `source`, `job_id`, `job_name`, `vertex_id`, `vertex_name`, `stat` (`current`/`average`) |
+//! | `flink_autoscaler_<metric>` (one per evaluated vertex metric, lower snake case) | gauge | `source`, `job_id`, `job_name`, `vertex_id`, `vertex_name`, `stat` (`current`/`average`) |
+//! | `flink_autoscaler_<metric>` (one per evaluated job-wide metric: GC, heap, task slots) | gauge | `source`, `job_id`, `job_name`, `stat` |
 //! | `flink_autoscaler_parallelism`, `flink_autoscaler_recommended_parallelism` | gauge | as above, without `stat` |
 //! | `flink_autoscaler_memory_tuning_bytes` (memory tuning's last recommendation, one per size) | gauge | `source`, `job_id`, `job_name`, `key` (e.g. `taskmanager.memory.process.size`) |
 //! | `flink_autoscaler_cycles_total`, `flink_autoscaler_errors_total`, `flink_autoscaler_scalings_total` | counter | `source`, `job_id` |
@@ -341,9 +342,18 @@ impl ServiceMetrics {
             let mut header = false;
             for (job, evaluation, names) in &views {
                 let Some(evaluation) = evaluation else { continue };
-                for (vertex, values) in &evaluation.vertices {
-                    let Some(value) = values.get(metric) else { continue };
-                    let vertex_labels = vertex_label(job, vertex.as_str(), names);
+                // The vertices' values, then the job-wide one (GC pressure, heap, task slots),
+                // which has the job's labels only.
+                let vertex_rows = evaluation.vertices.iter().filter_map(|(vertex, values)| {
+                    values
+                        .get(metric)
+                        .map(|value| (vertex_label(job, vertex.as_str(), names), value))
+                });
+                let global_row = evaluation
+                    .global
+                    .get(metric)
+                    .map(|value| (job.job_labels.clone(), value));
+                for (vertex_labels, value) in vertex_rows.chain(global_row) {
                     let mut sample = |stat: Option<&str>, v: f64| {
                         if v.is_nan() {
                             return;
@@ -518,6 +528,16 @@ mod tests {
         vertex.insert(ScalingMetric::Lag, EvaluatedScalingMetric::of(0.0));
         let mut evaluated = EvaluatedMetrics::default();
         evaluated.vertices.insert(VertexId::new("v1"), vertex);
+        evaluated.global.insert(
+            ScalingMetric::HeapMaxUsageRatio,
+            EvaluatedScalingMetric {
+                current: 0.5,
+                average: 0.25,
+            },
+        );
+        evaluated
+            .global
+            .insert(ScalingMetric::NumTaskSlotsUsed, EvaluatedScalingMetric::of(8.0));
         series.set_evaluation(Arc::new(evaluated));
         let topology = JobTopology::new(
             vec![VertexSpec {
@@ -565,6 +585,20 @@ mod tests {
         );
         assert!(
             text.contains(&format!("flink_autoscaler_lag{{{job},stat=\"current\"}} 0\n")),
+            "{text}"
+        );
+        // Job-wide metrics carry the job's labels only.
+        let job_only = r#"source="prod",job_id="j1",job_name="orders \"eu\"""#;
+        assert!(
+            text.contains(&format!(
+                "flink_autoscaler_heap_max_usage_ratio{{{job_only},stat=\"average\"}} 0.25\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "flink_autoscaler_num_task_slots_used{{{job_only},stat=\"current\"}} 8\n"
+            )),
             "{text}"
         );
         assert!(

@@ -401,12 +401,12 @@ pub fn jdbc_to_sqlx_url(jdbc: &str, user: Option<&str>, password: Option<&Secret
         .strip_prefix("jdbc:")
         .ok_or_else(|| invalid(JDBC_URL, format!("{:?} does not start with jdbc:", redact_url(jdbc))))?;
     let translated = if let Some(r) = rest.strip_prefix("postgresql://") {
-        format!("postgres://{r}")
+        translate_jdbc_tls(&format!("postgres://{r}"), JdbcDriver::Postgres)?
     } else if let Some(r) = rest
         .strip_prefix("mysql://")
         .or_else(|| rest.strip_prefix("mariadb://"))
     {
-        format!("mysql://{r}")
+        translate_jdbc_tls(&format!("mysql://{r}"), JdbcDriver::MySql)?
     } else {
         return Err(invalid(
             JDBC_URL,
@@ -417,6 +417,87 @@ pub fn jdbc_to_sqlx_url(jdbc: &str, user: Option<&str>, password: Option<&Secret
         ));
     };
     Ok(Secret::new(with_credentials(&translated, user, password)))
+}
+
+/// The JDBC driver family a URL was written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JdbcDriver {
+    /// pgJDBC.
+    Postgres,
+    /// MySQL Connector/J or MariaDB Connector/J.
+    MySql,
+}
+
+/// Rewrites the JDBC drivers' TLS parameters of `url`'s query into sqlx's, which ignores names it
+/// does not know (a `sslMode=VERIFY_IDENTITY` left as is would silently connect without
+/// verification). Other parameters are kept as they are.
+///
+/// - pgJDBC: `sslmode`, `sslrootcert`, `sslcert`, `sslkey` are sqlx's names too; `ssl=true`
+///   without `sslmode` means `verify-full` (pgJDBC's default for it), `ssl=false` means `disable`.
+/// - Connector/J and MariaDB Connector/J: `sslMode` (`DISABLED`, `PREFERRED`, `REQUIRED`,
+///   `VERIFY_CA`, `VERIFY_IDENTITY`, or MariaDB's `disable`, `trust`, `verify-ca`, `verify-full`)
+///   becomes `ssl-mode`; `useSSL`/`requireSSL=true` without it `REQUIRED`, `useSSL=false`
+///   `DISABLED`; MariaDB's `serverSslCert=PATH` becomes `ssl-ca`. Java keystores
+///   (`trustCertificateKeyStoreUrl`, `clientCertificateKeyStoreUrl`) are refused: give PEM files
+///   as `ssl-ca`, `ssl-cert`, `ssl-key`.
+fn translate_jdbc_tls(url: &str, driver: JdbcDriver) -> Result<String, SettingsError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok(url.to_owned());
+    };
+    let pairs: Vec<(&str, &str)> = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('=').unwrap_or((p, "")))
+        .collect();
+    let has = |name: &str| pairs.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    let mut out: Vec<(String, String)> = Vec::with_capacity(pairs.len());
+    for &(key, value) in &pairs {
+        let flag = value.eq_ignore_ascii_case("true");
+        match (driver, key) {
+            (JdbcDriver::Postgres, "ssl") if !has("sslmode") => {
+                out.push(("sslmode".into(), if flag { "verify-full" } else { "disable" }.into()));
+            }
+            (JdbcDriver::Postgres, "ssl") => {}
+            (JdbcDriver::MySql, "sslMode") => {
+                let mode = match value.to_ascii_lowercase().as_str() {
+                    "disabled" | "disable" => "DISABLED",
+                    "preferred" => "PREFERRED",
+                    "required" | "trust" => "REQUIRED",
+                    "verify_ca" | "verify-ca" => "VERIFY_CA",
+                    "verify_identity" | "verify-full" => "VERIFY_IDENTITY",
+                    _ => {
+                        return Err(invalid(
+                            JDBC_URL,
+                            format!(
+                                "sslMode={value:?}: expected DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY"
+                            ),
+                        ));
+                    }
+                };
+                out.push(("ssl-mode".into(), mode.into()));
+            }
+            (JdbcDriver::MySql, "useSSL" | "useSsl" | "requireSSL") if !has("sslMode") && !has("ssl-mode") => {
+                // Both true: REQUIRED; useSSL=false: DISABLED (requireSSL=false alone says nothing).
+                if flag && !out.iter().any(|(k, _)| k == "ssl-mode") {
+                    out.push(("ssl-mode".into(), "REQUIRED".into()));
+                } else if !flag && key != "requireSSL" {
+                    out.retain(|(k, _)| k != "ssl-mode");
+                    out.push(("ssl-mode".into(), "DISABLED".into()));
+                }
+            }
+            (JdbcDriver::MySql, "useSSL" | "useSsl" | "requireSSL") => {}
+            (JdbcDriver::MySql, "serverSslCert") => out.push(("ssl-ca".into(), value.into())),
+            (JdbcDriver::MySql, "trustCertificateKeyStoreUrl" | "clientCertificateKeyStoreUrl") => {
+                return Err(invalid(
+                    JDBC_URL,
+                    format!("{key}: Java keystores are not supported; give PEM files as ssl-ca, ssl-cert and ssl-key"),
+                ));
+            }
+            _ => out.push((key.into(), value.into())),
+        }
+    }
+    let query: Vec<String> = out.into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+    Ok(format!("{base}?{}", query.join("&")))
 }
 
 /// Where the events go.
@@ -505,6 +586,60 @@ pub fn storage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_jdbc_drivers_tls_parameters_become_sqlx_ones() {
+        let url = |jdbc: &str| jdbc_to_sqlx_url(jdbc, None, None).map(|s| s.expose().to_owned());
+        let ok = |jdbc: &str| url(jdbc).unwrap_or_else(|e| panic!("{jdbc}: {e}"));
+        // pgJDBC: the same names, plus ssl=true meaning verify-full.
+        assert_eq!(
+            ok("jdbc:postgresql://db/x?sslmode=verify-ca&sslrootcert=/ca.pem"),
+            "postgres://db/x?sslmode=verify-ca&sslrootcert=/ca.pem"
+        );
+        assert_eq!(
+            ok("jdbc:postgresql://db/x?ssl=true"),
+            "postgres://db/x?sslmode=verify-full"
+        );
+        assert_eq!(
+            ok("jdbc:postgresql://db/x?ssl=false&a=b"),
+            "postgres://db/x?sslmode=disable&a=b"
+        );
+        assert_eq!(
+            ok("jdbc:postgresql://db/x?ssl=true&sslmode=require"),
+            "postgres://db/x?sslmode=require"
+        );
+        assert_eq!(ok("jdbc:postgresql://db/x"), "postgres://db/x");
+        // Connector/J and MariaDB Connector/J.
+        assert_eq!(
+            ok("jdbc:mysql://db/x?sslMode=VERIFY_IDENTITY&serverTimezone=UTC"),
+            "mysql://db/x?ssl-mode=VERIFY_IDENTITY&serverTimezone=UTC"
+        );
+        assert_eq!(
+            ok("jdbc:mariadb://db/x?sslMode=verify-full&serverSslCert=/ca.pem"),
+            "mysql://db/x?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem"
+        );
+        assert_eq!(
+            ok("jdbc:mariadb://db/x?sslMode=trust"),
+            "mysql://db/x?ssl-mode=REQUIRED"
+        );
+        assert_eq!(
+            ok("jdbc:mysql://db/x?useSSL=true&requireSSL=true"),
+            "mysql://db/x?ssl-mode=REQUIRED"
+        );
+        assert_eq!(ok("jdbc:mysql://db/x?useSSL=false"), "mysql://db/x?ssl-mode=DISABLED");
+        assert_eq!(
+            ok("jdbc:mysql://db/x?useSSL=true&sslMode=VERIFY_CA"),
+            "mysql://db/x?ssl-mode=VERIFY_CA"
+        );
+        assert_eq!(
+            ok("jdbc:mysql://db/x?ssl-mode=REQUIRED"),
+            "mysql://db/x?ssl-mode=REQUIRED"
+        );
+        let keystore = url("jdbc:mysql://db/x?trustCertificateKeyStoreUrl=file:/t.jks").expect_err("refused");
+        assert!(keystore.to_string().contains("ssl-ca"), "{keystore}");
+        let bad = url("jdbc:mysql://db/x?sslMode=SOMETIMES").expect_err("refused");
+        assert!(bad.to_string().contains("sslMode"), "{bad}");
+    }
 
     #[test]
     fn flags_replace_the_files_sources_and_reference_keys_name_one_cluster() {
