@@ -298,3 +298,20 @@ fn the_live_scaling_report_adds_the_bottleneck_line_of_the_decision_record() {
         "{first:?}"
     );
 }
+
+#[test]
+fn a_change_that_leaves_the_options_as_recorded_is_noted() {
+    // The recording sets metrics.window to 3 min already: the same value changes nothing.
+    let what_if = WhatIf::parse(&["job.autoscaler.metrics.window=3 min".to_owned()], None, None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = replay(&what_if);
+    assert_eq!(r.changes_take_effect, Some(false));
+    assert_eq!(r.divergent_cycles, 0);
+    assert!(r.first_divergence.is_none() && r.metrics_stale_from.is_none());
+    let text = render(&r);
+    assert!(
+        text.contains("note: the changes leave the recorded options as they are"),
+        "{text}"
+    );
+    assert!(text.contains("divergence: none"), "{text}");
+}
