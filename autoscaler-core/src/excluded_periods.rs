@@ -1050,8 +1050,14 @@ mod tests {
         let days = store("99-9946591");
         assert!(started.elapsed() < std::time::Duration::from_secs(1));
         assert!((1..=31).all(|d| days.contains(&d)));
-        assert!(days.contains(&NO_SPEC) && days.contains(&ALL_SPEC), "98 and 99 are in the range, as in Quartz");
-        assert!(*days.last().unwrap() > ALL_SPEC, "the largest value stays above the special values");
+        assert!(
+            days.contains(&NO_SPEC) && days.contains(&ALL_SPEC),
+            "98 and 99 are in the range, as in Quartz"
+        );
+        assert!(
+            *days.last().unwrap() > ALL_SPEC,
+            "the largest value stays above the special values"
+        );
         // Stepping by 97 from 1: 1, 98, 195, ...; the bound keeps 1 and 98 and one value after.
         let stepped = store("99-1000/97");
         assert_eq!(stepped.iter().copied().collect::<Vec<_>>(), vec![1, 98, 195]);
