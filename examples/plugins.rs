@@ -29,7 +29,9 @@
 //!
 //! ```text
 //! 00:04:00 Scaling execution enabled, begin scaling vertices:{ Vertex ID parse | Parallelism 1 -> 4 | ...
+//! bottleneck: parse (busy 100%), backpressuring source
 //! 10:03:00 Scaling execution enabled, begin scaling vertices:{ Vertex ID parse | Parallelism 4 -> 8 | ...
+//! bottleneck: parse (busy 84%), backpressuring source
 //! 12:07:00 Scaling decision vetoed by scaling custom executor instance 'office' (class=business-hours).
 //! 17:00:00 the veto ends (293 cycles vetoed so far)
 //! 17:00:00 Scaling execution enabled, begin scaling vertices:{ Vertex ID parse | Parallelism 8 -> 4 | ...
