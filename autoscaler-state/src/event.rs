@@ -325,6 +325,11 @@ where
         }
     }
 
+    /// Decision records are not kept in the event table (the reference's events are).
+    fn wants_decision_records(&self) -> bool {
+        false
+    }
+
     async fn handle_scaling_event(
         &self,
         ctx: &Ctx,
