@@ -18,7 +18,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Ctx, Discard, prepare, preload};
+use support::{Ctx, Discard, preload, prepare};
 
 fn bench_cycle_sqlite(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -36,8 +36,9 @@ fn bench_cycle_sqlite(c: &mut Criterion) {
         );
         let as_store: Arc<dyn AutoScalerStateStore<String, Ctx>> = store.clone();
         rt.block_on(preload(&*as_store, &p));
-        let autoscaler = JobAutoScalerImpl::new(p.collector.clone(), store.clone(), Arc::new(Discard), Arc::new(Discard))
-            .with_clock(Arc::new(move || now));
+        let autoscaler =
+            JobAutoScalerImpl::new(p.collector.clone(), store.clone(), Arc::new(Discard), Arc::new(Discard))
+                .with_clock(Arc::new(move || now));
         // One check outside the timing: the cycle decides what the reference decides, and writes
         // what it writes.
         let before = store.bytes_written();

@@ -166,7 +166,8 @@ impl JobView {
         if !snapshots.is_empty() || window.index.is_some() {
             // The snapshot rows, over what an earlier release's whole-window row holds (if both
             // are there, which only a crash between two releases' flushes could leave).
-            let mut merged: BTreeMap<DateTime<Utc>, CollectedMetrics> = match slots.remove(&StateType::CollectedMetrics) {
+            let mut merged: BTreeMap<DateTime<Utc>, CollectedMetrics> = match slots.remove(&StateType::CollectedMetrics)
+            {
                 Some(Slot {
                     value: Some(StateValue::CollectedMetrics(legacy)),
                     ..
@@ -279,7 +280,10 @@ impl JobView {
                 .binary_search_by(|(t, _)| t.cmp(&at))
                 .is_ok_and(|i| Arc::ptr_eq(&stored[i].1, snapshot));
             if !known {
-                added.push((snapshot_identifier(at), encode_snapshot(snapshot, compression_threshold)?));
+                added.push((
+                    snapshot_identifier(at),
+                    encode_snapshot(snapshot, compression_threshold)?,
+                ));
             }
         }
         let kept: Vec<DateTime<Utc>> = history.shared().map(|(at, _)| at).collect();
@@ -291,7 +295,12 @@ impl JobView {
         let all = move || {
             history
                 .shared()
-                .map(|(at, snapshot)| Ok((snapshot_identifier(at), encode_snapshot(snapshot, compression_threshold)?)))
+                .map(|(at, snapshot)| {
+                    Ok((
+                        snapshot_identifier(at),
+                        encode_snapshot(snapshot, compression_threshold)?,
+                    ))
+                })
                 .collect()
         };
         Ok(WindowWrite::Store {

@@ -5,9 +5,9 @@ use autoscaler_core::state::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking, StateError,
 };
 use autoscaler_metrics::{CollectedMetrics, EvaluatedMetrics, MetricHistory};
-use chrono::{DateTime, SecondsFormat, Utc};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use chrono::{DateTime, SecondsFormat, Utc};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -204,7 +204,9 @@ pub(crate) fn snapshot_identifier(at: DateTime<Utc>) -> String {
 /// The instant a snapshot row's `state_type` names, if it is one.
 pub(crate) fn snapshot_instant(identifier: &str) -> Option<DateTime<Utc>> {
     let instant = identifier.strip_prefix(SNAPSHOT_PREFIX)?;
-    DateTime::parse_from_rfc3339(instant).ok().map(|at| at.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(instant)
+        .ok()
+        .map(|at| at.with_timezone(&Utc))
 }
 
 /// The `state_value` of one snapshot row (the envelope, as for every state).

@@ -321,9 +321,16 @@ async fn large_histories_are_compressed(db: &TestDb) {
     store.flush(&wide).await.unwrap();
     let check = if db.persistent() { reopen(db).await } else { store };
     assert_eq!(json(&check.get_collected_metrics(&c).await.unwrap()), json(&history));
-    assert_eq!(json(&check.get_collected_metrics(&wide).await.unwrap()), json(&wide_history));
+    assert_eq!(
+        json(&check.get_collected_metrics(&wide).await.unwrap()),
+        json(&wide_history)
+    );
     if db.persistent() {
-        assert_eq!(db.state_rows("job").await.len(), 2000 + 1, "a row per snapshot and the index");
+        assert_eq!(
+            db.state_rows("job").await.len(),
+            2000 + 1,
+            "a row per snapshot and the index"
+        );
         let rows = db.state_rows("wide").await;
         let snapshot = &rows[0];
         assert!(snapshot.0.starts_with("collectedMetrics@"), "{}", snapshot.0);
@@ -345,7 +352,9 @@ fn wide_history(snapshots: usize, vertices: usize) -> MetricHistory {
                 let mut values = MetricValues::default();
                 values.insert(ScalingMetric::Load, 0.5);
                 values.insert(ScalingMetric::NumRecordsIn, (s * 1000 + v) as f64);
-                snapshot.vertex_metrics.insert(VertexId::new(format!("{v:032x}")), values);
+                snapshot
+                    .vertex_metrics
+                    .insert(VertexId::new(format!("{v:032x}")), values);
             }
             (common::t(s as i64 * 10), snapshot)
         })
@@ -378,9 +387,18 @@ async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
     let index = rows.iter().find(|(t, _)| t == "collectedMetricsIndex").unwrap();
     let newest = rows.iter().find(|(t, _)| t.contains("T22:23:20")).unwrap();
     assert_eq!(written, (index.1.len() + newest.1.len()) as u64, "{written} bytes");
-    assert!(first > 50 * written, "the first flush wrote the whole window: {first} bytes");
-    assert!(!rows.iter().any(|(t, _)| t.contains("T22:13:20")), "the trimmed row is deleted");
-    assert_eq!(json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()), json(&window));
+    assert!(
+        first > 50 * written,
+        "the first flush wrote the whole window: {first} bytes"
+    );
+    assert!(
+        !rows.iter().any(|(t, _)| t.contains("T22:13:20")),
+        "the trimmed row is deleted"
+    );
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&window)
+    );
     // Nothing changed: nothing written.
     store.flush(&c).await.unwrap();
     assert_eq!(store.bytes_written() - first, written);
@@ -396,7 +414,8 @@ async fn a_whole_window_row_is_migrated_to_snapshot_rows(db: &TestDb) {
     open(db).await; // creates the tables
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1");
     let legacy = std::fs::read_to_string(dir.join("collectedMetrics-gzip.json")).unwrap();
-    db.insert_state_row("old-job", "collectedMetrics", legacy.trim_end()).await;
+    db.insert_state_row("old-job", "collectedMetrics", legacy.trim_end())
+        .await;
     let store = open(db).await;
     let c = ctx("old-job");
     let mut window = store.get_collected_metrics(&c).await.unwrap();
@@ -407,9 +426,15 @@ async fn a_whole_window_row_is_migrated_to_snapshot_rows(db: &TestDb) {
     store.store_collected_metrics(&c, &window).await.unwrap();
     store.flush(&c).await.unwrap();
     let types: Vec<String> = db.state_rows("old-job").await.into_iter().map(|r| r.0).collect();
-    assert!(!types.contains(&"collectedMetrics".to_owned()), "the whole-window row is gone");
+    assert!(
+        !types.contains(&"collectedMetrics".to_owned()),
+        "the whole-window row is gone"
+    );
     assert_eq!(types.len(), 2000 + 1);
-    assert_eq!(json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()), json(&window));
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&window)
+    );
 }
 per_backend!(a_whole_window_row_is_migrated_to_snapshot_rows);
 
@@ -429,18 +454,23 @@ async fn two_stores_writing_one_window_leave_the_last_one(db: &TestDb) {
     let wb = common::metric_history(2, 10);
     b.store_collected_metrics(&c, &wb).await.unwrap();
     b.flush(&c).await.unwrap();
-    assert_eq!(json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()), json(&wb));
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&wb)
+    );
     // a still believes its own rows are there: its next flush must not keep b's.
     let mut wa2 = wa.clone();
     wa2.remove_before(common::t(100));
     a.store_collected_metrics(&c, &wa2).await.unwrap();
     a.flush(&c).await.unwrap();
-    assert_eq!(json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()), json(&wa2));
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&wa2)
+    );
     assert_eq!(db.state_rows("job").await.len(), wa2.len() + 1);
 }
 per_backend!(two_stores_writing_one_window_leave_the_last_one);
 per_backend!(large_histories_are_compressed);
-
 
 // Rows written by format version 1 (tests/fixtures/format-v1, frozen) still load.
 async fn format_v1_fixture_still_loads(db: &TestDb) {

@@ -2,11 +2,11 @@
 //! long-running process has it, a collector handing out its last snapshot, and adapters that
 //! discard what the cycle realizes and reports.
 
+use autoscaler_core::AutoScalerOptions;
 use autoscaler_core::{
     AutoScalerEventHandler, AutoScalerStateStore, BasicJobContext, CollectError, CollectedJobMetrics, EventType,
     MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
 };
-use autoscaler_core::AutoScalerOptions;
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
 use chrono::{DateTime, Utc};
 use flink_autoscaler::replay::{Scenario, ScenarioInput, parse_scenario};
@@ -133,7 +133,10 @@ pub async fn preload(store: &dyn AutoScalerStateStore<String, Ctx>, p: &Prepared
         .remove_parallelism_overrides(&p.ctx)
         .await
         .expect("remove overrides");
-    store.remove_config_changes(&p.ctx).await.expect("remove config changes");
+    store
+        .remove_config_changes(&p.ctx)
+        .await
+        .expect("remove config changes");
     store
         .remove_evaluated_metrics(&p.ctx)
         .await
