@@ -218,6 +218,9 @@ struct Window<'h> {
     id_order: Vec<usize>,
 }
 
+/// A vertex's metrics in one snapshot, with the snapshot's position in the window.
+type Sample<'h> = (usize, &'h MetricValues);
+
 /// Window statistics of one vertex's collected metrics.
 #[derive(Default)]
 struct VertexSeries<'h> {
@@ -231,7 +234,7 @@ struct VertexSeries<'h> {
     /// The vertex's metrics in the latest snapshot, if it has any there.
     latest: Option<&'h MetricValues>,
     /// The earliest and the latest snapshot (index, metrics) that list the vertex.
-    ends: Option<((usize, &'h MetricValues), (usize, &'h MetricValues))>,
+    ends: Option<(Sample<'h>, Sample<'h>)>,
     /// The metrics present in some snapshot of the vertex (bit `metric.index()`).
     seen: u32,
 }

@@ -81,7 +81,7 @@ struct MemoryEvents {
 
 enum EventBackend {
     Memory(Mutex<MemoryEvents>),
-    Database(Db),
+    Database(Box<Db>),
 }
 
 /// An event handler storing every event (FLIP-334's JDBC event handler, over any backend).
@@ -128,7 +128,7 @@ impl AnyEventHandler {
         }
         let db = Db::connect(&url, options).await?;
         Ok(AnyEventHandler {
-            backend: EventBackend::Database(db),
+            backend: EventBackend::Database(Box::new(db)),
             url,
             clock: Arc::new(Utc::now),
         })
