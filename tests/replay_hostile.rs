@@ -267,7 +267,9 @@ fn replay_peak_heap(text: &str) -> usize {
 /// result alone is 108 MB of JSON, peaks at 1.4 GB RSS in release).
 #[test]
 fn a_long_chain_takes_memory_in_proportion_to_its_length() {
-    let _measuring = HEAP_MEASUREMENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _measuring = HEAP_MEASUREMENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let small = replay_peak_heap(&chain_scenario(1_000));
     let large = replay_peak_heap(&chain_scenario(4_000));
     assert!(
