@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 #[global_allocator]
 static ALLOCATOR: PeakAlloc = PeakAlloc;
 
+/// Held by every test that measures the peak heap: the allocator's peak is process-wide, so two
+/// such tests running at once would count each other's allocations.
+static HEAP_MEASUREMENT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The most heap one replay of a hostile scenario (a few KB of JSON) may take: a valid scenario of
 /// that size needs well under 1 MB, an input-driven allocation would reach far beyond.
 const HEAP_BOUND: usize = 64 << 20;
@@ -193,6 +197,7 @@ proptest! {
         rename in any::<bool>(),
     ) {
         let text = hostile_scenario(scenario, &node, replacement, rename);
+        let _measuring = HEAP_MEASUREMENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let started = Instant::now();
         ALLOCATOR.reset_peak_usage();
         let baseline = ALLOCATOR.current_usage();
@@ -262,6 +267,9 @@ fn replay_peak_heap(text: &str) -> usize {
 /// result alone is 108 MB of JSON, peaks at 1.4 GB RSS in release).
 #[test]
 fn a_long_chain_takes_memory_in_proportion_to_its_length() {
+    let _measuring = HEAP_MEASUREMENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let small = replay_peak_heap(&chain_scenario(1_000));
     let large = replay_peak_heap(&chain_scenario(4_000));
     assert!(

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 /// let job = Configuration::from_iter([("job.autoscaler.utilization.target", "0.6")]);
 /// assert_eq!(base.overlay(&job).get("job.autoscaler.utilization.target"), Some("0.6"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Configuration(BTreeMap<String, String>);
 

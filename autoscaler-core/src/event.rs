@@ -72,6 +72,16 @@ where
         let _ = (ctx, record);
     }
 
+    /// Whether [`handle_decision_record`](Self::handle_decision_record) does anything with the
+    /// records. When `false`, the cycle skips building them (the true-processing-rate estimates,
+    /// and the root-cause analysis of the window unless a scaling report needs its line) and never
+    /// calls it. `true` by default; a
+    /// handler that keeps the default `handle_decision_record` should say `false`, and a handler
+    /// that wraps another should answer for both.
+    fn wants_decision_records(&self) -> bool {
+        true
+    }
+
     /// Handles a scaling report for `summaries` under `header`. `root_cause` is the cycle's
     /// root-cause line ([`DecisionRecord::root_cause`](crate::record::DecisionRecord::root_cause)),
     /// added to the report text as its last line ([`scaling_report_with_root_cause`]) by the

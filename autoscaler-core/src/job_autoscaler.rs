@@ -76,7 +76,36 @@ pub struct JobAutoScalerImpl<K, Ctx> {
     event_handler: Arc<dyn AutoScalerEventHandler<K, Ctx>>,
     clock: Arc<dyn Clock>,
     plugins: PluginRegistry,
+    options: OptionsCache,
     _key: PhantomData<fn(K)>,
+}
+
+/// The parsed options of every configuration seen lately. Parsing is a pure function of the
+/// configuration, and a job keeps its configuration for many cycles: a cycle parses only a
+/// configuration it has not seen (at most [`OptionsCache::CAPACITY`] are kept).
+#[derive(Default)]
+struct OptionsCache {
+    parsed: std::sync::Mutex<std::collections::HashMap<crate::Configuration, Arc<AutoScalerOptions>>>,
+}
+
+impl OptionsCache {
+    /// Configurations kept; the cache starts over when full.
+    const CAPACITY: usize = 4096;
+
+    /// [`AutoScalerOptions::from_configuration`] of `conf`, parsed once.
+    fn get(&self, conf: &crate::Configuration) -> Result<Arc<AutoScalerOptions>, crate::OptionsError> {
+        let lock = || self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(options) = lock().get(conf) {
+            return Ok(Arc::clone(options));
+        }
+        let options = Arc::new(AutoScalerOptions::from_configuration(conf)?);
+        let mut parsed = lock();
+        if parsed.len() >= Self::CAPACITY {
+            parsed.clear();
+        }
+        parsed.insert(conf.clone(), Arc::clone(&options));
+        Ok(options)
+    }
 }
 
 impl<K, Ctx> JobAutoScalerImpl<K, Ctx>
@@ -98,6 +127,7 @@ where
             event_handler,
             clock: Arc::new(SystemClock),
             plugins: PluginRegistry::new(),
+            options: OptionsCache::default(),
             _key: PhantomData,
         }
     }
@@ -224,8 +254,11 @@ where
     }
 
     async fn run_cycle_inner(&self, ctx: &Ctx, end: &mut CycleEnd) -> Result<CycleOutcome, AutoscalerError> {
-        let options =
-            AutoScalerOptions::from_configuration(ctx.configuration()).map_err(|e| cycle_error("options", e))?;
+        let options = self
+            .options
+            .get(ctx.configuration())
+            .map_err(|e| cycle_error("options", e))?;
+        let options = &*options;
         end.excluded = options.vertex_exclude_ids.clone();
         end.memory_tuning_enabled = options.memory_tuning_enabled;
         if !options.enabled {
@@ -239,48 +272,53 @@ where
             return Ok(CycleOutcome::JobNotRunning);
         }
         let now = self.clock.now();
+        let wants_records = self.event_handler.wants_decision_records();
 
-        let collected = match self.collector.collect(ctx, &options, now).await {
+        let collected = match self.collector.collect(ctx, options, now).await {
             Ok(c) => c,
             Err(CollectError::NotReady(reason)) => {
-                let record = DecisionRecord::undecided(
-                    now,
-                    None,
-                    None,
-                    None,
-                    &options,
-                    options.restart_time,
-                    JobOutcome::NotReady,
-                    &format!("metrics_not_ready: {reason}"),
-                );
-                self.event_handler.handle_decision_record(ctx, &record).await;
+                if wants_records {
+                    let record = DecisionRecord::undecided(
+                        now,
+                        None,
+                        None,
+                        None,
+                        options,
+                        options.restart_time,
+                        JobOutcome::NotReady,
+                        &format!("metrics_not_ready: {reason}"),
+                    );
+                    self.event_handler.handle_decision_record(ctx, &record).await;
+                }
                 return Ok(CycleOutcome::NotReady(reason));
             }
             Err(e) => return Err(cycle_error("collect", e)),
         };
-        let plugins = self.plugins.resolve(ctx.configuration(), &options);
+        let plugins = self.plugins.resolve(ctx.configuration(), options);
         let mut state = self.load_state(ctx).await?;
         let mut changes = StateChanges::default();
-        let observation = cycle::observe(&mut state, &mut changes, collected, now, now, &options);
-        end.excluded = observation.excluded_vertices(&options);
-        let assessment = cycle::assess_with_plugins(&mut state, &mut changes, &observation, now, &options, &plugins);
+        let observation = cycle::observe(&mut state, &mut changes, collected, now, now, options);
+        end.excluded = observation.excluded_vertices(options);
+        let assessment = cycle::assess_with_plugins(&mut state, &mut changes, &observation, now, options, &plugins);
         let (stabilizing, evaluated) = match assessment.stage {
             Stage::InsufficientSamples => {
                 self.persist(ctx, &state, &changes).await?;
                 end.overrides = Some(state.parallelism_overrides);
                 end.config_changes = Some(state.config_changes);
                 self.state_store.flush(ctx).await.map_err(state_error)?;
-                let record = DecisionRecord::undecided(
-                    now,
-                    None,
-                    Some(&observation.topology),
-                    None,
-                    &options,
-                    assessment.scaling.restart_time,
-                    JobOutcome::NotReady,
-                    "insufficient_samples",
-                );
-                self.event_handler.handle_decision_record(ctx, &record).await;
+                if wants_records {
+                    let record = DecisionRecord::undecided(
+                        now,
+                        None,
+                        Some(&observation.topology),
+                        None,
+                        options,
+                        assessment.scaling.restart_time,
+                        JobOutcome::NotReady,
+                        "insufficient_samples",
+                    );
+                    self.event_handler.handle_decision_record(ctx, &record).await;
+                }
                 return Ok(CycleOutcome::InsufficientSamples);
             }
             Stage::Failed(error) => {
@@ -302,17 +340,19 @@ where
             end.overrides = Some(state.parallelism_overrides);
             end.config_changes = Some(state.config_changes);
             self.state_store.flush(ctx).await.map_err(state_error)?;
-            let record = DecisionRecord::undecided(
-                now,
-                None,
-                Some(&observation.topology),
-                Some(&evaluated),
-                &options,
-                assessment.scaling.restart_time,
-                JobOutcome::NotReady,
-                if stabilizing { "stabilizing" } else { "window_not_full" },
-            );
-            self.event_handler.handle_decision_record(ctx, &record).await;
+            if wants_records {
+                let record = DecisionRecord::undecided(
+                    now,
+                    None,
+                    Some(&observation.topology),
+                    Some(&evaluated),
+                    options,
+                    assessment.scaling.restart_time,
+                    JobOutcome::NotReady,
+                    if stabilizing { "stabilizing" } else { "window_not_full" },
+                );
+                self.event_handler.handle_decision_record(ctx, &record).await;
+            }
             return Ok(CycleOutcome::WindowNotFull { stabilizing });
         }
 
@@ -320,7 +360,7 @@ where
             now,
             topology: &observation.topology,
             evaluated: &evaluated,
-            options: &options,
+            options,
             unmeasured: &observation.unmeasured,
             task_manager_cpu: ctx.task_manager_cpu(),
             task_manager_memory: ctx.task_manager_memory(),
@@ -338,24 +378,37 @@ where
                     return Err(cycle_error("decide", error));
                 }
             };
-        // The decision explained, for the handler (beside the reference's events, which stay as they are).
-        let record_options = cycle::effective_options(&options, &observation.unmeasured);
-        let tpr = true_processing_rate_estimates(
-            &observation.topology,
-            &state.metric_history,
-            &options.evaluation_config(restart_time),
-        );
-        let mut record = DecisionRecord::decided(&RecordInput {
-            at: now,
-            job: None,
-            topology: &observation.topology,
-            evaluated: &evaluated,
-            decision: &decision,
-            options: &record_options,
-            restart_time,
-            tpr: &tpr,
+        // The decision explained, for the handler (beside the reference's events, which stay as
+        // they are), when it wants it; the root cause also when a scaling report carries its line.
+        let reports = decision.events.iter().any(|e| e.report_header.is_some());
+        let explanation = (wants_records || reports)
+            .then(|| autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history))
+            .flatten();
+        let root_cause = explanation
+            .as_ref()
+            .and_then(|e| crate::record::root_cause_line(&observation.topology, e));
+        let record = wants_records.then(|| {
+            let record_options = cycle::effective_options(options, &observation.unmeasured);
+            let tpr = true_processing_rate_estimates(
+                &observation.topology,
+                &state.metric_history,
+                &options.evaluation_config(restart_time),
+            );
+            let mut record = DecisionRecord::decided(&RecordInput {
+                at: now,
+                job: None,
+                topology: &observation.topology,
+                evaluated: &evaluated,
+                decision: &decision,
+                options: &record_options,
+                restart_time,
+                tpr: &tpr,
+            });
+            if let Some(explanation) = &explanation {
+                record.set_explanation(&observation.topology, explanation);
+            }
+            record
         });
-        record.explain_window(&observation.topology, &state.metric_history);
         for event in &decision.events {
             match &event.report_header {
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
@@ -366,7 +419,7 @@ where
                             ctx,
                             &decision.summaries,
                             header,
-                            record.root_cause.as_deref(),
+                            root_cause.as_deref(),
                             options.scaling_event_interval,
                         )
                         .await
@@ -404,7 +457,9 @@ where
             reporter.increment_counter("balanced");
         }
         self.state_store.flush(ctx).await.map_err(state_error)?;
-        self.event_handler.handle_decision_record(ctx, &record).await;
+        if let Some(record) = &record {
+            self.event_handler.handle_decision_record(ctx, record).await;
+        }
         Ok(CycleOutcome::Decided(decision.outcome))
     }
 

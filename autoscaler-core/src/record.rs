@@ -628,6 +628,12 @@ impl DecisionRecord {
             }
         }
         self.bottlenecks = explanation.bottlenecks.iter().map(|b| b.to_string()).collect();
-        self.root_cause = (!explanation.bottlenecks.is_empty()).then(|| explanation.summary(topology));
+        self.root_cause = root_cause_line(topology, explanation);
     }
+}
+
+/// The root-cause line of a window's classification, `None` without a bottleneck: what a record's
+/// `root_cause` holds and what the scaling report ends with.
+pub fn root_cause_line(topology: &JobTopology, explanation: &Explanation) -> Option<String> {
+    (!explanation.bottlenecks.is_empty()).then(|| explanation.summary(topology))
 }

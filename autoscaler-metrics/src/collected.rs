@@ -4,6 +4,7 @@ use crate::{MetricValues, MetricsError, VertexId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The metrics collected in one cycle: per-vertex scaling metrics and job-wide metrics, exactly what
 /// the reference's `CollectedMetrics` holds. A metric missing for a vertex is "absent" (NaN when read).
@@ -25,12 +26,15 @@ impl CollectedMetrics {
 
 /// Collected snapshots ordered by collection time (the reference's `SortedMap<Instant, CollectedMetrics>`).
 ///
-/// Snapshots added to a history share their [`VertexId`] allocations with the snapshot before them,
-/// so that reading a vertex across the window compares ids by address rather than by bytes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(transparent)]
+/// Each snapshot is shared behind an [`Arc`]: cloning a history (handing it to or from a state
+/// store, keeping the previous cycle's window) copies one vector of instants and pointers, never
+/// the metrics. Snapshots are immutable once added. Snapshots added to a history also share their
+/// [`VertexId`] allocations with the snapshot before them, so that reading a vertex across the
+/// window compares ids by address rather than by bytes.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MetricHistory {
-    samples: BTreeMap<DateTime<Utc>, CollectedMetrics>,
+    /// Strictly increasing by instant.
+    samples: Vec<(DateTime<Utc>, Arc<CollectedMetrics>)>,
 }
 
 impl MetricHistory {
@@ -41,8 +45,13 @@ impl MetricHistory {
 
     /// Puts `snapshot` at `at`, replacing a snapshot at the same instant (as the reference's map put).
     pub fn insert(&mut self, at: DateTime<Utc>, snapshot: CollectedMetrics) {
-        let snapshot = share_vertex_ids(snapshot, self.samples.range(..at).next_back().map(|(_, s)| s));
-        self.samples.insert(at, snapshot);
+        let position = self.samples.partition_point(|(t, _)| *t < at);
+        let before = position.checked_sub(1).and_then(|p| self.samples.get(p));
+        let snapshot = Arc::new(share_vertex_ids(snapshot, before.map(|(_, s)| &**s)));
+        match self.samples.get_mut(position) {
+            Some(slot) if slot.0 == at => slot.1 = snapshot,
+            _ => self.samples.insert(position, (at, snapshot)),
+        }
     }
 
     /// Appends `snapshot`, rejecting one that is not strictly after the latest snapshot.
@@ -53,7 +62,7 @@ impl MetricHistory {
             return Err(MetricsError::OutOfOrderSnapshot { at, latest });
         }
         let snapshot = share_vertex_ids(snapshot, self.latest());
-        self.samples.insert(at, snapshot);
+        self.samples.push((at, Arc::new(snapshot)));
         Ok(())
     }
 
@@ -69,22 +78,30 @@ impl MetricHistory {
 
     /// Time of the oldest snapshot.
     pub fn first_time(&self) -> Option<DateTime<Utc>> {
-        self.samples.keys().next().copied()
+        self.samples.first().map(|(t, _)| *t)
     }
 
     /// Time of the newest snapshot.
     pub fn latest_time(&self) -> Option<DateTime<Utc>> {
-        self.samples.keys().next_back().copied()
+        self.samples.last().map(|(t, _)| *t)
     }
 
     /// The newest snapshot.
     pub fn latest(&self) -> Option<&CollectedMetrics> {
-        self.samples.values().next_back()
+        self.samples.last().map(|(_, s)| &**s)
     }
 
     /// Snapshots in time order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&DateTime<Utc>, &CollectedMetrics)> + ExactSizeIterator {
-        self.samples.iter()
+        self.samples.iter().map(|(t, s)| (t, &**s))
+    }
+
+    /// Snapshots in time order, each with its shared allocation: two histories hold the same
+    /// snapshot when [`Arc::ptr_eq`] says so (a store can tell which snapshots it already has).
+    pub fn shared(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &Arc<CollectedMetrics>)> + ExactSizeIterator {
+        self.samples.iter().map(|(t, s)| (*t, s))
     }
 
     /// Removes every snapshot.
@@ -94,20 +111,27 @@ impl MetricHistory {
 
     /// Removes every snapshot taken strictly before `cutoff`.
     pub fn remove_before(&mut self, cutoff: DateTime<Utc>) {
-        self.samples = self.samples.split_off(&cutoff);
+        let keep_from = self.samples.partition_point(|(t, _)| *t < cutoff);
+        self.samples.drain(..keep_from);
     }
 }
 
 impl FromIterator<(DateTime<Utc>, CollectedMetrics)> for MetricHistory {
     fn from_iter<I: IntoIterator<Item = (DateTime<Utc>, CollectedMetrics)>>(iter: I) -> Self {
-        let samples: BTreeMap<DateTime<Utc>, CollectedMetrics> = iter.into_iter().collect();
-        let mut shared = BTreeMap::new();
-        let mut previous: Option<&CollectedMetrics> = None;
-        for (at, snapshot) in samples {
-            let snapshot = share_vertex_ids(snapshot, previous);
-            previous = Some(shared.entry(at).or_insert(snapshot));
+        // The last of several snapshots at one instant wins, as in a map.
+        let sorted: BTreeMap<DateTime<Utc>, CollectedMetrics> = iter.into_iter().collect();
+        let mut samples: Vec<(DateTime<Utc>, Arc<CollectedMetrics>)> = Vec::with_capacity(sorted.len());
+        for (at, snapshot) in sorted {
+            let snapshot = share_vertex_ids(snapshot, samples.last().map(|(_, s)| &**s));
+            samples.push((at, Arc::new(snapshot)));
         }
-        Self { samples: shared }
+        Self { samples }
+    }
+}
+
+impl Serialize for MetricHistory {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
     }
 }
 

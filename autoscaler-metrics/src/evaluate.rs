@@ -218,6 +218,9 @@ struct Window<'h> {
     id_order: Vec<usize>,
 }
 
+/// A vertex's metrics in one snapshot, with the snapshot's position in the window.
+type Sample<'h> = (usize, &'h MetricValues);
+
 /// Window statistics of one vertex's collected metrics.
 #[derive(Default)]
 struct VertexSeries<'h> {
@@ -230,6 +233,10 @@ struct VertexSeries<'h> {
     observed_tpr: AverageAccumulator,
     /// The vertex's metrics in the latest snapshot, if it has any there.
     latest: Option<&'h MetricValues>,
+    /// The earliest and the latest snapshot (index, metrics) that list the vertex.
+    ends: Option<(Sample<'h>, Sample<'h>)>,
+    /// The metrics present in some snapshot of the vertex (bit `metric.index()`).
+    seen: u32,
 }
 
 /// The job-wide metrics whose window mean is reported (reference `ScalingMetricEvaluator.evaluateGlobalMetrics`).
@@ -247,11 +254,20 @@ struct GlobalSeries<'h> {
     latest: Option<&'h MetricValues>,
 }
 
+/// The accumulated counters whose window rate the evaluation reads.
+const RATE_METRICS: [ScalingMetric; 4] = [
+    ScalingMetric::NumRecordsIn,
+    ScalingMetric::NumRecordsOut,
+    ScalingMetric::Lag,
+    ScalingMetric::AccumulatedBusyTime,
+];
+
 impl<'h> Window<'h> {
     fn read(topology: &JobTopology, history: &'h MetricHistory) -> Self {
         let vertex_count = topology.len();
         let mut series: Vec<VertexSeries<'h>> = (0..vertex_count).map(|_| VertexSeries::default()).collect();
         let mut global = GlobalSeries::default();
+        let mut times = Vec::with_capacity(history.len());
         // Snapshots almost always list the same vertices: the vertex at position k of a snapshot's
         // (sorted) map is resolved by comparing its id with position k of the previous snapshot, and
         // looked up in the topology only when that differs. Ids unknown to the topology are ignored;
@@ -259,7 +275,7 @@ impl<'h> Window<'h> {
         let mut layout: Vec<(&'h VertexId, Option<usize>)> = Vec::with_capacity(vertex_count);
         let last = history.len().saturating_sub(1);
         for (i, (at, snapshot)) in history.iter().enumerate() {
-            let at = *at;
+            times.push(*at);
             for (position, (id, values)) in snapshot.vertex_metrics.iter().enumerate() {
                 let vertex = match layout.get(position) {
                     Some(&(previous, vertex)) if same_id(previous, id) => vertex,
@@ -275,16 +291,16 @@ impl<'h> Window<'h> {
                 };
                 let Some(v) = vertex else { continue };
                 let s = &mut series[v];
-                s.records_in.push(at, values.get_or_absent(ScalingMetric::NumRecordsIn));
-                s.records_out
-                    .push(at, values.get_or_absent(ScalingMetric::NumRecordsOut));
-                s.lag.push(at, values.get_or_absent(ScalingMetric::Lag));
-                s.busy_time
-                    .push(at, values.get_or_absent(ScalingMetric::AccumulatedBusyTime));
+                // Averages read every sample; rates only their first and last (see below).
                 s.load.push(values.get_or_absent(ScalingMetric::Load));
                 s.records_in_per_second
                     .push(values.get_or_absent(ScalingMetric::NumRecordsInPerSecond));
                 s.observed_tpr.push(values.get_or_absent(ScalingMetric::ObservedTpr));
+                s.seen |= values.present_bits();
+                s.ends = match s.ends {
+                    None => Some(((i, values), (i, values))),
+                    Some((first, _)) => Some((first, (i, values))),
+                };
                 if i == last {
                     s.latest = Some(values);
                 }
@@ -296,6 +312,38 @@ impl<'h> Window<'h> {
             if i == last {
                 global.latest = Some(&snapshot.global_metrics);
             }
+        }
+        // A rate is taken between the first and the last non-NaN sample. Those are almost always
+        // the vertex's earliest and latest snapshot; only when one of them lacks the counter is
+        // the vertex's whole series read.
+        for (v, s) in series.iter_mut().enumerate() {
+            let Some(((first_at, first), (last_at, latest))) = s.ends else {
+                continue;
+            };
+            let mut rates = [RateAccumulator::default(); RATE_METRICS.len()];
+            for (acc, metric) in rates.iter_mut().zip(RATE_METRICS) {
+                let (a, b) = (first.get_or_absent(metric), latest.get_or_absent(metric));
+                if s.seen & (1 << metric.index()) == 0 {
+                    // Never collected: no sample, NaN rate.
+                } else if !a.is_nan() && (!b.is_nan() || first_at == last_at) {
+                    acc.push(times[first_at], a);
+                    if last_at != first_at {
+                        acc.push(times[last_at], b);
+                    }
+                } else {
+                    let id = &topology.vertices()[v].id;
+                    for (at, snapshot) in history.iter() {
+                        acc.push(
+                            *at,
+                            snapshot
+                                .vertex(id.as_str())
+                                .map_or(f64::NAN, |m| m.get_or_absent(metric)),
+                        );
+                    }
+                }
+            }
+            let [records_in, records_out, lag, busy_time] = rates;
+            (s.records_in, s.records_out, s.lag, s.busy_time) = (records_in, records_out, lag, busy_time);
         }
         // The latest snapshot's layout is in id order; when it covers every vertex it is the order
         // of the result map for free.
@@ -1330,7 +1378,57 @@ mod tests {
         assert_eq!(global.len(), 6);
     }
 
+    /// One vertex's sample in a generated window: absent from the snapshot, or its four counters
+    /// each present or NaN.
+    fn sample_strategy() -> impl proptest::strategy::Strategy<Value = Option<[Option<f64>; 4]>> {
+        use proptest::prelude::*;
+        let counter = prop_oneof![3 => (0.0..1e6f64).prop_map(Some), 1 => Just(None), 1 => Just(Some(f64::NAN))];
+        proptest::option::weighted(0.8, [counter.clone(), counter.clone(), counter.clone(), counter])
+    }
+
     proptest::proptest! {
+        /// The rates read from the first and last samples equal the reference's scan of every
+        /// sample (`metric_rate`), whatever is missing or NaN where.
+        #[test]
+        fn window_rates_equal_a_scan_of_every_sample(
+            samples in proptest::collection::vec(
+                (sample_strategy(), sample_strategy(), 1i64..5000),
+                0..8,
+            ),
+        ) {
+            let topo = topology(&[("a", 1), ("b", 1)], &[("a", "b")]);
+            let mut at = 0;
+            let mut snapshots = Vec::new();
+            for (a, b, step) in &samples {
+                at += step;
+                let mut snapshot = CollectedMetrics::default();
+                for (id, sample) in [("a", a), ("b", b)] {
+                    if let Some(counters) = sample {
+                        let values = RATE_METRICS
+                            .iter()
+                            .zip(counters)
+                            .filter_map(|(m, v)| v.map(|v| (*m, v)))
+                            .collect();
+                        snapshot.vertex_metrics.insert(id.into(), values);
+                    }
+                }
+                snapshots.push((at, snapshot));
+            }
+            let h = history(snapshots);
+            let window = Window::read(&topo, &h);
+            for (v, id) in ["a", "b"].into_iter().enumerate() {
+                let s = &window.vertices[index(&topo, id)];
+                let rates = [s.records_in.rate(), s.records_out.rate(), s.lag.rate(), s.busy_time.rate()];
+                for (metric, rate) in RATE_METRICS.iter().zip(rates) {
+                    let expected = crate::metric_rate(&h, id, *metric);
+                    proptest::prop_assert!(
+                        rate.to_bits() == expected.to_bits(),
+                        "vertex {v} {metric:?}: {rate} != {expected}"
+                    );
+                }
+            }
+        }
+
         #[test]
         fn busy_time_tpr_is_at_least_the_input_rate(rate in 0.0..1e9f64, busy in 1e-9..=1000.0f64) {
             proptest::prop_assert!(tpr_from_busy_time(busy, rate) >= rate);

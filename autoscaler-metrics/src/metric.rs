@@ -179,6 +179,12 @@ impl<T: MetricSlot> MetricMap<T> {
         old
     }
 
+    /// The present metrics as a bit set (bit `metric.index()`).
+    #[inline]
+    pub(crate) fn present_bits(&self) -> u32 {
+        self.present
+    }
+
     /// Number of present metrics.
     pub fn len(&self) -> usize {
         self.present.count_ones() as usize

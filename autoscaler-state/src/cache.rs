@@ -1,8 +1,24 @@
 //! The per-job cache in front of a database (the reference's `JobStateView`): typed values plus a
 //! flush state per state type.
+//!
+//! The metric window is not one row but one row per snapshot (`collectedMetrics@<instant>`) plus an
+//! index row (`collectedMetricsIndex`) naming the generation of the last flush that wrote the
+//! window. A flush after one new snapshot writes that snapshot's row, deletes the rows of the
+//! trimmed ones and replaces the index, provided the index is still the one this process last saw
+//! (so the rows are the ones it knows); otherwise (another process wrote the job, or an earlier
+//! release left one whole-window `collectedMetrics` row) it writes every row of the window again.
+//! Either way in one transaction with the job's other rows.
 
-use crate::codec::{StateType, StateValue};
+use crate::codec::{
+    StateType, StateValue, decode_snapshot, encode_snapshot, encode_window_index, snapshot_identifier, snapshot_instant,
+};
+use crate::db::{JobWrites, WINDOW_INDEX, WindowWrite};
+use autoscaler_core::state::StateError;
+use autoscaler_metrics::{CollectedMetrics, MetricHistory};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where one state type of one job stands relative to the database (the reference's `State`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,10 +82,39 @@ impl PendingWrites<'_> {
     }
 }
 
+/// The metric window as the database holds it, as this process last read or wrote it.
+#[derive(Debug, Clone, Default)]
+struct StoredWindow {
+    /// The snapshot rows, sharing their snapshots with the cached window they were written from.
+    rows: Vec<(DateTime<Utc>, Arc<CollectedMetrics>)>,
+    /// The index row's value; `None` when there is none.
+    index: Option<String>,
+    /// An earlier release's whole-window `collectedMetrics` row is there.
+    legacy_row: bool,
+}
+
+/// What a flush wrote, for [`JobView::mark_flushed`].
+#[derive(Debug)]
+pub(crate) struct Flushed {
+    /// The index row written, if the window was.
+    index: Option<String>,
+    /// Bytes of `state_value` written (at most; a window rewritten whole writes more).
+    pub(crate) bytes: u64,
+}
+
 /// Cached states of one job. A state type without a slot is NOT_NEEDED.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct JobView {
     slots: BTreeMap<StateType, Slot>,
+    window: StoredWindow,
+}
+
+/// A generation no other flush (of this process or another) uses.
+fn new_generation() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}-{nanos:x}-{n:x}", std::process::id())
 }
 
 impl JobView {
@@ -78,7 +123,25 @@ impl JobView {
     /// undeserializable state the same way, `testDiscardInvalidHistory`).
     pub(crate) fn from_rows(job_key: &str, rows: impl IntoIterator<Item = (String, String)>) -> Self {
         let mut slots = BTreeMap::new();
+        let mut window = StoredWindow::default();
+        let mut snapshots: Vec<(DateTime<Utc>, CollectedMetrics)> = Vec::new();
         for (identifier, text) in rows {
+            if identifier == WINDOW_INDEX {
+                window.index = Some(text);
+                continue;
+            }
+            if let Some(at) = snapshot_instant(&identifier) {
+                match decode_snapshot(&text) {
+                    Ok(snapshot) => snapshots.push((at, snapshot)),
+                    // Dropped from the window; the next flush of the window rewrites it whole
+                    // (the index no longer matches what is cached), which deletes the row.
+                    Err(error) => {
+                        tracing::error!(job_key, state_type = %identifier, %error, "discarding a state row that cannot be read");
+                        window.index = None;
+                    }
+                }
+                continue;
+            }
             let Some(state_type) = StateType::from_identifier(&identifier) else {
                 // A newer release may add state types; ignoring them keeps this one running.
                 tracing::warn!(job_key, state_type = %identifier, "ignoring a state row of unknown type");
@@ -97,9 +160,38 @@ impl JobView {
                     }
                 }
             };
+            window.legacy_row |= state_type == StateType::CollectedMetrics;
             slots.insert(state_type, slot);
         }
-        JobView { slots }
+        if !snapshots.is_empty() || window.index.is_some() {
+            // The snapshot rows, over what an earlier release's whole-window row holds (if both
+            // are there, which only a crash between two releases' flushes could leave).
+            let mut merged: BTreeMap<DateTime<Utc>, CollectedMetrics> = match slots.remove(&StateType::CollectedMetrics)
+            {
+                Some(Slot {
+                    value: Some(StateValue::CollectedMetrics(legacy)),
+                    ..
+                }) => legacy.iter().map(|(at, s)| (*at, s.clone())).collect(),
+                _ => BTreeMap::new(),
+            };
+            let mut stored: Vec<DateTime<Utc>> = snapshots.iter().map(|(at, _)| *at).collect();
+            stored.sort_unstable();
+            merged.extend(snapshots);
+            let history: MetricHistory = merged.into_iter().collect();
+            window.rows = history
+                .shared()
+                .filter(|(at, _)| stored.binary_search(at).is_ok())
+                .map(|(at, s)| (at, Arc::clone(s)))
+                .collect();
+            slots.insert(
+                StateType::CollectedMetrics,
+                Slot {
+                    value: Some(StateValue::CollectedMetrics(history)),
+                    state: FlushState::UpToDate,
+                },
+            );
+        }
+        JobView { slots, window }
     }
 
     pub(crate) fn get(&self, state_type: StateType) -> Option<&StateValue> {
@@ -137,6 +229,89 @@ impl JobView {
         self.slots.get(&state_type).map_or(FlushState::NotNeeded, |s| s.state)
     }
 
+    /// The rows a flush has to write, encoded; `None` when every state is UP_TO_DATE or NOT_NEEDED.
+    pub(crate) fn writes(&self, compression_threshold: usize) -> Result<Option<(JobWrites<'_>, Flushed)>, StateError> {
+        let pending = self.pending();
+        if pending.is_empty() {
+            return Ok(None);
+        }
+        let mut writes = JobWrites {
+            window: None,
+            upserts: Vec::new(),
+            deletes: Vec::new(),
+        };
+        let mut flushed = Flushed { index: None, bytes: 0 };
+        for value in pending.upserts {
+            if let StateValue::CollectedMetrics(history) = value {
+                let write = self.window_write(history, compression_threshold)?;
+                if let WindowWrite::Store { new_index, added, .. } = &write {
+                    flushed.index = Some(new_index.clone());
+                    flushed.bytes += (new_index.len() + added.iter().map(|(_, v)| v.len()).sum::<usize>()) as u64;
+                }
+                writes.window = Some(write);
+                if self.window.legacy_row {
+                    writes.deletes.push(StateType::CollectedMetrics.identifier());
+                }
+                continue;
+            }
+            let text = value.encode(compression_threshold)?;
+            flushed.bytes += text.len() as u64;
+            writes.upserts.push((value.state_type().identifier(), text));
+        }
+        for state_type in pending.deletes {
+            if state_type == StateType::CollectedMetrics {
+                writes.window = Some(WindowWrite::Remove);
+            }
+            writes.deletes.push(state_type.identifier());
+        }
+        Ok(Some((writes, flushed)))
+    }
+
+    /// The rows that bring the database from [`StoredWindow`] to `history`.
+    fn window_write<'a>(
+        &'a self,
+        history: &'a MetricHistory,
+        compression_threshold: usize,
+    ) -> Result<WindowWrite<'a>, StateError> {
+        let stored = &self.window.rows;
+        let mut added = Vec::new();
+        for (at, snapshot) in history.shared() {
+            let known = stored
+                .binary_search_by(|(t, _)| t.cmp(&at))
+                .is_ok_and(|i| Arc::ptr_eq(&stored[i].1, snapshot));
+            if !known {
+                added.push((
+                    snapshot_identifier(at),
+                    encode_snapshot(snapshot, compression_threshold)?,
+                ));
+            }
+        }
+        let kept: Vec<DateTime<Utc>> = history.shared().map(|(at, _)| at).collect();
+        let trimmed = stored
+            .iter()
+            .filter(|(at, _)| kept.binary_search(at).is_err())
+            .map(|(at, _)| snapshot_identifier(*at))
+            .collect();
+        let all = move || {
+            history
+                .shared()
+                .map(|(at, snapshot)| {
+                    Ok((
+                        snapshot_identifier(at),
+                        encode_snapshot(snapshot, compression_threshold)?,
+                    ))
+                })
+                .collect()
+        };
+        Ok(WindowWrite::Store {
+            expected_index: self.window.index.clone(),
+            new_index: encode_window_index(&new_generation(), history.len())?,
+            added,
+            trimmed,
+            all: Box::new(all),
+        })
+    }
+
     /// What a flush has to write; empty when every state is UP_TO_DATE or NOT_NEEDED.
     pub(crate) fn pending(&self) -> PendingWrites<'_> {
         let mut pending = PendingWrites::default();
@@ -150,8 +325,28 @@ impl JobView {
         pending
     }
 
-    /// Records that the pending writes reached the database.
-    pub(crate) fn mark_flushed(&mut self) {
+    /// Records that the pending writes reached the database (`flushed` says how the window was
+    /// written; `None` for a store without database).
+    pub(crate) fn mark_flushed(&mut self, flushed: Option<Flushed>) {
+        if let Some(flushed) = flushed
+            && matches!(
+                self.flush_state(StateType::CollectedMetrics),
+                FlushState::NeedsCreate | FlushState::NeedsUpdate | FlushState::NeedsDelete
+            )
+        {
+            self.window = match self.get(StateType::CollectedMetrics) {
+                Some(StateValue::CollectedMetrics(history)) => StoredWindow {
+                    rows: history.shared().map(|(at, s)| (at, Arc::clone(s))).collect(),
+                    index: flushed.index,
+                    legacy_row: false,
+                },
+                _ => StoredWindow::default(),
+            };
+        }
+        self.mark_flushed_states();
+    }
+
+    fn mark_flushed_states(&mut self) {
         self.slots.retain(|_, slot| {
             slot.state = slot.state.after_flush();
             slot.state != FlushState::NotNeeded
@@ -190,13 +385,13 @@ mod tests {
         view.put(metrics());
         assert_eq!(view.flush_state(StateType::CollectedMetrics), FlushState::NeedsCreate);
         assert_eq!(counts(&view), (1, 0));
-        view.mark_flushed();
+        view.mark_flushed(None);
         assert_eq!(view.flush_state(StateType::CollectedMetrics), FlushState::UpToDate);
         assert!(view.pending().is_empty(), "a second flush has nothing to do");
 
         view.put(metrics());
         assert_eq!(view.flush_state(StateType::CollectedMetrics), FlushState::NeedsUpdate);
-        view.mark_flushed();
+        view.mark_flushed(None);
         view.remove(StateType::CollectedMetrics);
         assert_eq!(view.flush_state(StateType::CollectedMetrics), FlushState::NeedsDelete);
         assert!(view.get(StateType::CollectedMetrics).is_none());
@@ -204,7 +399,7 @@ mod tests {
         assert_eq!(view.flush_state(StateType::CollectedMetrics), FlushState::NeedsUpdate);
         view.remove(StateType::CollectedMetrics);
         assert_eq!(counts(&view), (0, 1));
-        view.mark_flushed();
+        view.mark_flushed(None);
         assert_eq!(view.flush_state(StateType::CollectedMetrics), FlushState::NotNeeded);
         view.clear();
         assert!(view.pending().is_empty(), "clearing nothing flushes nothing");
@@ -225,7 +420,7 @@ mod tests {
         let mut view = JobView::default();
         view.put(metrics());
         view.put(changes("a"));
-        view.mark_flushed();
+        view.mark_flushed(None);
         view.remove(StateType::CollectedMetrics);
         view.put(changes("b"));
         view.put(StateValue::ParallelismOverrides(Default::default()));

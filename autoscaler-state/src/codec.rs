@@ -4,9 +4,10 @@
 use autoscaler_core::state::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking, StateError,
 };
-use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
+use autoscaler_metrics::{CollectedMetrics, EvaluatedMetrics, MetricHistory};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use chrono::{DateTime, SecondsFormat, Utc};
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -177,20 +178,62 @@ fn encode_value<T: Serialize>(
     compression_threshold: usize,
 ) -> Result<String, StateError> {
     let json = serde_json::to_string(value).map_err(|e| serialization_error(state_type, e))?;
-    let envelope = if json.len() >= compression_threshold {
-        EnvelopeOut::<T> {
+    if json.len() >= compression_threshold {
+        let envelope = EnvelopeOut::<T> {
             v: FORMAT_VERSION,
             state: None,
             gzip: Some(gzip_base64(json.as_bytes()).map_err(|e| serialization_error(state_type, e))?),
-        }
+        };
+        serde_json::to_string(&envelope).map_err(|e| serialization_error(state_type, e))
     } else {
-        EnvelopeOut {
-            v: FORMAT_VERSION,
-            state: Some(value),
-            gzip: None,
-        }
-    };
-    serde_json::to_string(&envelope).map_err(|e| serialization_error(state_type, e))
+        // What serializing `EnvelopeOut { state: Some(value), .. }` writes, without serializing
+        // the value a second time.
+        Ok(format!("{{\"v\":{FORMAT_VERSION},\"state\":{json}}}"))
+    }
+}
+
+/// `state_type` prefix of the rows holding one snapshot each of a job's metric window: the
+/// prefix, then the snapshot's instant in RFC 3339 with nanoseconds (`collectedMetrics@2024-05-01T12:00:00.000000000Z`).
+pub(crate) const SNAPSHOT_PREFIX: &str = "collectedMetrics@";
+
+/// The `state_type` of the row of the snapshot collected at `at`.
+pub(crate) fn snapshot_identifier(at: DateTime<Utc>) -> String {
+    format!("{SNAPSHOT_PREFIX}{}", at.to_rfc3339_opts(SecondsFormat::Nanos, true))
+}
+
+/// The instant a snapshot row's `state_type` names, if it is one.
+pub(crate) fn snapshot_instant(identifier: &str) -> Option<DateTime<Utc>> {
+    let instant = identifier.strip_prefix(SNAPSHOT_PREFIX)?;
+    DateTime::parse_from_rfc3339(instant)
+        .ok()
+        .map(|at| at.with_timezone(&Utc))
+}
+
+/// The `state_value` of one snapshot row (the envelope, as for every state).
+pub(crate) fn encode_snapshot(snapshot: &CollectedMetrics, compression_threshold: usize) -> Result<String, StateError> {
+    encode_value(StateType::CollectedMetrics, snapshot, compression_threshold)
+}
+
+/// A snapshot row's value.
+pub(crate) fn decode_snapshot(text: &str) -> Result<CollectedMetrics, StateError> {
+    decode_value(StateType::CollectedMetrics, text)
+}
+
+/// What the window index row holds: a generation unique to one flush, and how many snapshot
+/// rows it wrote.
+#[derive(Serialize)]
+struct WindowIndex<'a> {
+    generation: &'a str,
+    snapshots: usize,
+}
+
+/// The window index row's value for a flush of `snapshots` rows by generation `generation`.
+pub(crate) fn encode_window_index(generation: &str, snapshots: usize) -> Result<String, StateError> {
+    encode_value(
+        StateType::CollectedMetrics,
+        &WindowIndex { generation, snapshots },
+        usize::MAX,
+    )
 }
 
 fn decode_value<T: DeserializeOwned>(state_type: StateType, text: &str) -> Result<T, StateError> {

@@ -1,7 +1,6 @@
 //! The databases behind the stores: URL parsing, pools, the embedded migrations and every SQL
 //! statement, one dialect per database.
 
-use crate::codec::StateType;
 use autoscaler_core::state::StateError;
 use chrono::{DateTime, Utc};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -153,6 +152,9 @@ pub(crate) struct Statements {
     load_states: String,
     upsert_state: String,
     delete_state: String,
+    lock_window_index: String,
+    read_window_index: String,
+    delete_window_rows: String,
     insert_event: String,
     latest_event: String,
     update_event: String,
@@ -177,11 +179,32 @@ impl Statements {
                  ON DUPLICATE KEY UPDATE update_time = VALUES(update_time), state_value = VALUES(state_value)"
             }
         };
+        let lock_window_index = match dialect {
+            Dialect::Sqlite | Dialect::Postgres => {
+                "INSERT INTO t_flink_autoscaler_state_store \
+                 (create_time, update_time, job_key, state_type, state_value) VALUES (?, ?, ?, ?, '') \
+                 ON CONFLICT (job_key, state_type) DO UPDATE \
+                 SET state_value = t_flink_autoscaler_state_store.state_value"
+            }
+            Dialect::MySql => {
+                "INSERT INTO t_flink_autoscaler_state_store \
+                 (create_time, update_time, job_key, state_type, state_value) VALUES (?, ?, ?, ?, '') \
+                 ON DUPLICATE KEY UPDATE state_value = state_value"
+            }
+        };
         let p = |sql: &str| placeholders(dialect, sql);
         Statements {
             load_states: p("SELECT state_type, state_value FROM t_flink_autoscaler_state_store WHERE job_key = ?"),
             upsert_state: p(upsert_state),
             delete_state: p("DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?"),
+            // Creates or locks the job's window index row, changing nothing: whoever writes a
+            // job's window holds this row first, so two writers of one job take turns.
+            lock_window_index: p(lock_window_index),
+            read_window_index: p(
+                "SELECT state_value FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?",
+            ),
+            delete_window_rows: p("DELETE FROM t_flink_autoscaler_state_store \
+                 WHERE job_key = ? AND state_type LIKE 'collectedMetrics@%'"),
             insert_event: p("INSERT INTO t_flink_autoscaler_event_handler \
                  (create_time, update_time, job_key, reason, event_type, message, event_count, event_key) \
                  VALUES (?, ?, ?, ?, ?, ?, 1, ?)"),
@@ -222,6 +245,44 @@ fn backend_error(operation: &'static str, error: impl fmt::Display) -> StateErro
         operation,
         message: error.to_string(),
     }
+}
+
+/// The `state_type` of a job's window index row: which generation of snapshot rows the
+/// database holds (see [`crate::cache`]).
+pub(crate) const WINDOW_INDEX: &str = "collectedMetricsIndex";
+
+/// Every snapshot row of a window, encoded on demand.
+pub(crate) type EncodeAll<'a> = dyn Fn() -> Result<Vec<(String, String)>, StateError> + Send + Sync + 'a;
+
+/// What a flush writes for one job's metric window.
+pub(crate) enum WindowWrite<'a> {
+    /// Delete every snapshot row and the index.
+    Remove,
+    /// Store the window: when the index row is still `expected_index`, write `added` and delete
+    /// `trimmed`; otherwise replace every snapshot row by `all()`. Either way the index becomes
+    /// `new_index`. The index row is locked first.
+    Store {
+        /// The index row this process last read or wrote; `None` when it knows of none.
+        expected_index: Option<String>,
+        /// The index row to write.
+        new_index: String,
+        /// Snapshot rows (`state_type`, value) the database does not hold yet.
+        added: Vec<(String, String)>,
+        /// `state_type`s of snapshot rows the window no longer holds.
+        trimmed: Vec<String>,
+        /// Every snapshot row of the window.
+        all: Box<EncodeAll<'a>>,
+    },
+}
+
+/// The writes of one job's flush.
+pub(crate) struct JobWrites<'a> {
+    /// The metric window's rows, if it changed.
+    pub(crate) window: Option<WindowWrite<'a>>,
+    /// Other rows to insert or update, (`state_type`, value) in `state_type` order.
+    pub(crate) upserts: Vec<(&'static str, String)>,
+    /// `state_type`s of rows to delete, in order.
+    pub(crate) deletes: Vec<&'static str>,
 }
 
 /// Runs `$body` with `$pool` bound to the concrete pool, so one generic body serves every driver.
@@ -417,18 +478,14 @@ impl Db {
         rows.map_err(|e| backend_error("load", e))
     }
 
-    /// Writes one job's upserts and deletes in ONE transaction, so a crash leaves the job's rows
-    /// all old or all new. Retries a transaction the database aborted (deadlock, busy).
-    pub(crate) async fn write_states(
-        &self,
-        job_key: &str,
-        upserts: &[(StateType, String)],
-        deletes: &[StateType],
-    ) -> Result<(), StateError> {
+    /// Writes one job's pending changes in ONE transaction, so a crash leaves the job's rows all
+    /// old or all new. Retries a transaction the database aborted (deadlock, busy).
+    pub(crate) async fn write_states(&self, job_key: &str, writes: &JobWrites<'_>) -> Result<(), StateError> {
         let mut attempt = 1;
         loop {
-            match self.try_write_states(job_key, upserts, deletes).await {
-                Ok(()) => return Ok(()),
+            match self.try_write_states(job_key, writes).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(encoding)) => return Err(encoding),
                 Err(e) if attempt < WRITE_ATTEMPTS && is_transient(&e) => {
                     tracing::debug!(job_key, attempt, error = %e, "retrying an aborted state transaction");
                     tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
@@ -442,33 +499,80 @@ impl Db {
     async fn try_write_states(
         &self,
         job_key: &str,
-        upserts: &[(StateType, String)],
-        deletes: &[StateType],
-    ) -> Result<(), sqlx::Error> {
+        writes: &JobWrites<'_>,
+    ) -> Result<Result<(), StateError>, sqlx::Error> {
         let now = Utc::now();
-        let (upsert, delete) = (
-            self.statements.upsert_state.as_str(),
-            self.statements.delete_state.as_str(),
-        );
+        let statements = &self.statements;
+        let (upsert, delete) = (statements.upsert_state.as_str(), statements.delete_state.as_str());
         with_pool!(&self.database, pool => {
             let mut conn = pool.acquire().await?;
             let mut tx = conn.begin().await?;
-            // Rows in a fixed (state type) order, so two writers of the same job lock them in the
-            // same order and cannot deadlock each other.
-            for (state_type, value) in upserts {
+            // The window first, its index row before anything else, so two writers of the same
+            // job lock rows in the same order (index, then state types in order) and cannot
+            // deadlock each other.
+            if writes.window.is_some() {
+                sqlx::query(&statements.lock_window_index)
+                    .bind(now)
+                    .bind(now)
+                    .bind(job_key)
+                    .bind(WINDOW_INDEX)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            match &writes.window {
+                None => {}
+                Some(WindowWrite::Remove) => {
+                    sqlx::query(&statements.delete_window_rows).bind(job_key).execute(&mut *tx).await?;
+                    sqlx::query(delete).bind(job_key).bind(WINDOW_INDEX).execute(&mut *tx).await?;
+                }
+                Some(WindowWrite::Store { expected_index, new_index, added, trimmed, all }) => {
+                    let (current,): (String,) = sqlx::query_as(&statements.read_window_index)
+                        .bind(job_key)
+                        .bind(WINDOW_INDEX)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    // The rows are what this process last saw only if the index is.
+                    let known = expected_index.as_deref().is_some_and(|expected| expected == current);
+                    if known {
+                        for (identifier, value) in added {
+                            sqlx::query(upsert).bind(now).bind(now).bind(job_key).bind(identifier.as_str())
+                                .bind(value.as_str()).execute(&mut *tx).await?;
+                        }
+                        for identifier in trimmed {
+                            sqlx::query(delete).bind(job_key).bind(identifier.as_str()).execute(&mut *tx).await?;
+                        }
+                    } else {
+                        // Another writer (or an earlier release) left rows this process does not
+                        // know: the whole window is written again.
+                        let rows = match all() {
+                            Ok(rows) => rows,
+                            Err(encoding) => return Ok(Err(encoding)),
+                        };
+                        sqlx::query(&statements.delete_window_rows).bind(job_key).execute(&mut *tx).await?;
+                        for (identifier, value) in &rows {
+                            sqlx::query(upsert).bind(now).bind(now).bind(job_key).bind(identifier.as_str())
+                                .bind(value.as_str()).execute(&mut *tx).await?;
+                        }
+                    }
+                    sqlx::query(upsert).bind(now).bind(now).bind(job_key).bind(WINDOW_INDEX)
+                        .bind(new_index.as_str()).execute(&mut *tx).await?;
+                }
+            }
+            // Rows in a fixed (state type) order, for the same reason.
+            for (identifier, value) in &writes.upserts {
                 sqlx::query(upsert)
                     .bind(now)
                     .bind(now)
                     .bind(job_key)
-                    .bind(state_type.identifier())
+                    .bind(*identifier)
                     .bind(value.as_str())
                     .execute(&mut *tx)
                     .await?;
             }
-            for state_type in deletes {
-                sqlx::query(delete).bind(job_key).bind(state_type.identifier()).execute(&mut *tx).await?;
+            for identifier in &writes.deletes {
+                sqlx::query(delete).bind(job_key).bind(*identifier).execute(&mut *tx).await?;
             }
-            tx.commit().await
+            tx.commit().await.map(Ok)
         })
     }
 

@@ -81,7 +81,7 @@ struct MemoryEvents {
 
 enum EventBackend {
     Memory(Mutex<MemoryEvents>),
-    Database(Db),
+    Database(Box<Db>),
 }
 
 /// An event handler storing every event (FLIP-334's JDBC event handler, over any backend).
@@ -128,7 +128,7 @@ impl AnyEventHandler {
         }
         let db = Db::connect(&url, options).await?;
         Ok(AnyEventHandler {
-            backend: EventBackend::Database(db),
+            backend: EventBackend::Database(Box::new(db)),
             url,
             clock: Arc::new(Utc::now),
         })
@@ -323,6 +323,11 @@ where
         {
             tracing::error!(job_key, reason, %error, "could not store an autoscaler event");
         }
+    }
+
+    /// Decision records are not kept in the event table (the reference's events are).
+    fn wants_decision_records(&self) -> bool {
+        false
     }
 
     async fn handle_scaling_event(

@@ -14,6 +14,7 @@ use autoscaler_core::state::{
 use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
 use std::collections::HashMap;
 use std::fmt::Display;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -50,6 +51,7 @@ pub struct AnyStateStore {
     url: StateUrl,
     compression_threshold: usize,
     jobs: Mutex<HashMap<String, JobSlot>>,
+    bytes_written: AtomicU64,
 }
 
 impl AnyStateStore {
@@ -60,6 +62,7 @@ impl AnyStateStore {
             url: StateUrl::Memory,
             compression_threshold: usize::MAX,
             jobs: Mutex::default(),
+            bytes_written: AtomicU64::new(0),
         }
     }
 
@@ -81,12 +84,21 @@ impl AnyStateStore {
             url,
             compression_threshold: options.compression_threshold,
             jobs: Mutex::default(),
+            bytes_written: AtomicU64::new(0),
         })
     }
 
     /// Where the store keeps its state (password redacted).
     pub fn url(&self) -> &StateUrl {
         &self.url
+    }
+
+    /// Bytes of `state_value` this store's flushes have written so far (the rows a flush after
+    /// one new snapshot writes: that snapshot, the window index and the other states that
+    /// changed). A window written whole again, because another process wrote the job meanwhile,
+    /// counts as the difference only.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written.load(Ordering::Relaxed)
     }
 
     /// Whether nothing is persisted.
@@ -150,26 +162,19 @@ impl AnyStateStore {
             return Ok(()); // never loaded: nothing changed
         };
         let Some(db) = &self.db else {
-            view.mark_flushed();
+            view.mark_flushed(None);
             return Ok(());
         };
-        let pending = view.pending();
-        if pending.is_empty() {
+        let Some((writes, flushed)) = view.writes(self.compression_threshold)? else {
             return Ok(());
-        }
+        };
         let started = Instant::now();
-        let written = async {
-            let upserts = pending
-                .upserts
-                .iter()
-                .map(|value| Ok((value.state_type(), value.encode(self.compression_threshold)?)))
-                .collect::<StateResult<Vec<_>>>()?;
-            db.write_states(job_key, &upserts, &pending.deletes).await
-        }
-        .await;
+        let written = db.write_states(job_key, &writes).await;
         record_flush(self.url.backend(), started, written.is_ok());
         written?;
-        view.mark_flushed();
+        drop(writes);
+        self.bytes_written.fetch_add(flushed.bytes, Ordering::Relaxed);
+        view.mark_flushed(Some(flushed));
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use autoscaler_core::state::{
     StateError,
 };
 use autoscaler_core::{AutoScalerEventHandler, EventType};
-use autoscaler_metrics::MetricHistory;
+use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, VertexId};
 use autoscaler_state::{AnyEventHandler, AnyStateStore, STATE_FLUSH_FAILED_REASON, StoreOptions, flush_or_warn};
 use common::{Ctx, Kind, Sample, TestDb, ctx, json, sample};
 use std::time::Duration;
@@ -193,7 +193,7 @@ async fn clear_all_removes_every_state_of_the_job(db: &TestDb) {
     store.flush(&a).await.unwrap();
     if db.persistent() {
         assert!(db.state_rows("a").await.is_empty());
-        assert_eq!(db.state_rows("b").await.len(), 7);
+        assert_eq!(db.state_types("b").await.len(), 7);
         assert_empty(&reopen(db).await, &a).await;
     }
 }
@@ -265,7 +265,7 @@ async fn odd_job_keys_are_stored_verbatim_and_apart(db: &TestDb) {
     }
     if db.persistent() {
         for key in ODD_KEYS {
-            assert_eq!(db.state_rows(key).await.len(), 7, "{key:?}");
+            assert_eq!(db.state_types(key).await.len(), 7, "{key:?}");
         }
     }
 }
@@ -307,25 +307,169 @@ async fn unreadable_rows_are_discarded(db: &TestDb) {
 }
 per_backend!(unreadable_rows_are_discarded);
 
-// A long collected-metrics history is stored gzip-compressed and reads back identical.
+// A long collected-metrics history reads back identical, one row per snapshot; a large snapshot
+// is stored gzip-compressed.
 async fn large_histories_are_compressed(db: &TestDb) {
     let store = open(db).await;
     let c = ctx("job");
     let history = common::metric_history(5, 2000);
     store.store_collected_metrics(&c, &history).await.unwrap();
+    let wide = ctx("wide");
+    let wide_history = wide_history(2, 2000);
+    store.store_collected_metrics(&wide, &wide_history).await.unwrap();
     store.flush(&c).await.unwrap();
+    store.flush(&wide).await.unwrap();
     let check = if db.persistent() { reopen(db).await } else { store };
     assert_eq!(json(&check.get_collected_metrics(&c).await.unwrap()), json(&history));
+    assert_eq!(
+        json(&check.get_collected_metrics(&wide).await.unwrap()),
+        json(&wide_history)
+    );
     if db.persistent() {
-        let rows = db.state_rows("job").await;
-        assert!(rows[0].1.starts_with(r#"{"v":1,"gzip":""#));
+        assert_eq!(
+            db.state_rows("job").await.len(),
+            2000 + 1,
+            "a row per snapshot and the index"
+        );
+        let rows = db.state_rows("wide").await;
+        let snapshot = &rows[0];
+        assert!(snapshot.0.starts_with("collectedMetrics@"), "{}", snapshot.0);
+        assert!(snapshot.1.starts_with(r#"{"v":1,"gzip":""#));
         assert!(
-            rows[0].1.len() < json(&history).len() / 4,
+            snapshot.1.len() < json(&wide_history).len() / 2 / 4,
             "compressed {} bytes",
-            rows[0].1.len()
+            snapshot.1.len()
         );
     }
 }
+
+/// `snapshots` snapshots of `vertices` vertices each.
+fn wide_history(snapshots: usize, vertices: usize) -> MetricHistory {
+    (0..snapshots)
+        .map(|s| {
+            let mut snapshot = CollectedMetrics::default();
+            for v in 0..vertices {
+                let mut values = MetricValues::default();
+                values.insert(ScalingMetric::Load, 0.5);
+                values.insert(ScalingMetric::NumRecordsIn, (s * 1000 + v) as f64);
+                snapshot
+                    .vertex_metrics
+                    .insert(VertexId::new(format!("{v:032x}")), values);
+            }
+            (common::t(s as i64 * 10), snapshot)
+        })
+        .collect()
+}
+
+// A flush after one new snapshot (and one trimmed) writes that snapshot's row and the window
+// index, deletes the trimmed row, and the window loads back identical.
+async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job");
+    let mut window = wide_history(60, 20);
+    store.store_collected_metrics(&c, &window).await.unwrap();
+    store.flush(&c).await.unwrap();
+    let first = store.bytes_written();
+    let mut next = wide_history(61, 20);
+    next.remove_before(common::t(10));
+    let latest = next.iter().next_back().map(|(at, s)| (*at, s.clone())).unwrap();
+    window.insert(latest.0, latest.1);
+    window.remove_before(common::t(10));
+    store.store_collected_metrics(&c, &window).await.unwrap();
+    store.flush(&c).await.unwrap();
+    let written = store.bytes_written() - first;
+    if !db.persistent() {
+        assert_eq!(written, 0);
+        return;
+    }
+    let rows = db.state_rows("job").await;
+    assert_eq!(rows.len(), 60 + 1);
+    let index = rows.iter().find(|(t, _)| t == "collectedMetricsIndex").unwrap();
+    let newest = rows.iter().find(|(t, _)| t.contains("T22:23:20")).unwrap();
+    assert_eq!(written, (index.1.len() + newest.1.len()) as u64, "{written} bytes");
+    assert!(
+        first > 50 * written,
+        "the first flush wrote the whole window: {first} bytes"
+    );
+    assert!(
+        !rows.iter().any(|(t, _)| t.contains("T22:13:20")),
+        "the trimmed row is deleted"
+    );
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&window)
+    );
+    // Nothing changed: nothing written.
+    store.flush(&c).await.unwrap();
+    assert_eq!(store.bytes_written() - first, written);
+}
+per_backend!(a_flush_writes_only_the_new_snapshot);
+
+// A job whose window an earlier release stored as one `collectedMetrics` row (the format-v1
+// fixture) loads it, and its next flush replaces that row by one row per snapshot.
+async fn a_whole_window_row_is_migrated_to_snapshot_rows(db: &TestDb) {
+    if !db.persistent() {
+        return;
+    }
+    open(db).await; // creates the tables
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1");
+    let legacy = std::fs::read_to_string(dir.join("collectedMetrics-gzip.json")).unwrap();
+    db.insert_state_row("old-job", "collectedMetrics", legacy.trim_end())
+        .await;
+    let store = open(db).await;
+    let c = ctx("old-job");
+    let mut window = store.get_collected_metrics(&c).await.unwrap();
+    assert_eq!(json(&window), json(&common::metric_history(5, 2000)));
+    let (at, latest) = window.iter().next_back().map(|(at, s)| (*at, s.clone())).unwrap();
+    window.insert(at + chrono::TimeDelta::seconds(10), latest);
+    window.remove_before(common::t(10));
+    store.store_collected_metrics(&c, &window).await.unwrap();
+    store.flush(&c).await.unwrap();
+    let types: Vec<String> = db.state_rows("old-job").await.into_iter().map(|r| r.0).collect();
+    assert!(
+        !types.contains(&"collectedMetrics".to_owned()),
+        "the whole-window row is gone"
+    );
+    assert_eq!(types.len(), 2000 + 1);
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&window)
+    );
+}
+per_backend!(a_whole_window_row_is_migrated_to_snapshot_rows);
+
+// Two stores (two processes) writing one job's window in turn: each flush leaves exactly the
+// window of the store that flushed, although each store's cache misses the other's rows.
+async fn two_stores_writing_one_window_leave_the_last_one(db: &TestDb) {
+    if !db.persistent() {
+        return;
+    }
+    let (a, b) = (open(db).await, open(db).await);
+    let c = ctx("job");
+    let wa = common::metric_history(1, 30);
+    a.store_collected_metrics(&c, &wa).await.unwrap();
+    a.flush(&c).await.unwrap();
+    // b loads a's window, then writes a shorter one of its own.
+    assert_eq!(json(&b.get_collected_metrics(&c).await.unwrap()), json(&wa));
+    let wb = common::metric_history(2, 10);
+    b.store_collected_metrics(&c, &wb).await.unwrap();
+    b.flush(&c).await.unwrap();
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&wb)
+    );
+    // a still believes its own rows are there: its next flush must not keep b's.
+    let mut wa2 = wa.clone();
+    wa2.remove_before(common::t(100));
+    a.store_collected_metrics(&c, &wa2).await.unwrap();
+    a.flush(&c).await.unwrap();
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&wa2)
+    );
+    assert_eq!(db.state_rows("job").await.len(), wa2.len() + 1);
+}
+per_backend!(two_stores_writing_one_window_leave_the_last_one);
 per_backend!(large_histories_are_compressed);
 
 // Rows written by format version 1 (tests/fixtures/format-v1, frozen) still load.
@@ -574,7 +718,7 @@ async fn two_stores_writing_the_same_jobs_are_safe(db: &TestDb) {
             "last round of a writer, got {version}"
         );
         assert_all(&check, c, &sample(version)).await;
-        assert_eq!(db.state_rows(&c.job_key).await.len(), 7);
+        assert_eq!(db.state_types(&c.job_key).await.len(), 7);
     }
 }
 per_backend!(two_stores_writing_the_same_jobs_are_safe);

@@ -143,7 +143,7 @@ async fn killed_mid_flush_leaves_old_or_new(kind: Kind) {
             }
             last_versions[i] = Some(version);
             if db.persistent() {
-                assert_eq!(db.state_rows(&c.job_key).await.len(), 7, "one row per state type");
+                assert_eq!(db.state_types(&c.job_key).await.len(), 7, "rows of every state type");
             }
         }
         store.close().await;
@@ -207,7 +207,7 @@ async fn two_processes_write_the_same_jobs(kind: Kind) {
     for c in jobs() {
         let version = consistent_version(&store, &c).await.unwrap();
         assert!((10_000..30_000).contains(&version), "{version}");
-        assert_eq!(db.state_rows(&c.job_key).await.len(), 7);
+        assert_eq!(db.state_types(&c.job_key).await.len(), 7);
     }
     store.close().await;
     db.cleanup().await;

@@ -124,6 +124,10 @@ where
             .await;
     }
 
+    fn wants_decision_records(&self) -> bool {
+        self.board.is_some() || self.recorder.is_some() || self.inner.wants_decision_records()
+    }
+
     async fn handle_decision_record(&self, ctx: &Ctx, record: &DecisionRecord) {
         let job = ctx.job_key().to_string();
         let mut record = record.clone();

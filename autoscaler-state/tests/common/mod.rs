@@ -277,6 +277,26 @@ impl TestDb {
         self.exec(sql, &[now, now, job_key, state_type, value]).await;
     }
 
+    /// The state types `job_key` has rows of, in order, the metric window's snapshot and index
+    /// rows counted as one `collectedMetrics`.
+    pub async fn state_types(&self, job_key: &str) -> Vec<String> {
+        let mut types: Vec<String> = self
+            .state_rows(job_key)
+            .await
+            .into_iter()
+            .map(|(state_type, _)| {
+                if state_type.starts_with("collectedMetrics@") || state_type == "collectedMetricsIndex" {
+                    "collectedMetrics".to_owned()
+                } else {
+                    state_type
+                }
+            })
+            .collect();
+        types.sort();
+        types.dedup();
+        types
+    }
+
     /// `(state_type, state_value)` rows of `job_key`, read straight from the table.
     pub async fn state_rows(&self, job_key: &str) -> Vec<(String, String)> {
         let sql =
