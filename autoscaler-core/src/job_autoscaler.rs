@@ -9,11 +9,11 @@ use crate::event::AutoScalerEventHandler;
 use crate::options::AutoScalerOptions;
 use crate::plugins::PluginRegistry;
 use crate::realizer::ScalingRealizer;
-use crate::record::{DecisionRecord, JobOutcome, RecordInput};
+use crate::record::{DecisionRecord, JobOutcome};
 use crate::scaling::DecisionOutcome;
 use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId, true_processing_rate_estimates};
+use autoscaler_metrics::{ScalingMetric, VertexId};
 use chrono::{DateTime, Utc};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -388,22 +388,16 @@ where
             .as_ref()
             .and_then(|e| crate::record::root_cause_line(&observation.topology, e));
         let record = wants_records.then(|| {
-            let record_options = cycle::effective_options(options, &observation.unmeasured);
-            let tpr = true_processing_rate_estimates(
-                &observation.topology,
+            let mut record = DecisionRecord::concluded(
+                now,
+                None,
+                &observation,
                 &state.metric_history,
-                &options.evaluation_config(restart_time),
-            );
-            let mut record = DecisionRecord::decided(&RecordInput {
-                at: now,
-                job: None,
-                topology: &observation.topology,
-                evaluated: &evaluated,
-                decision: &decision,
-                options: &record_options,
+                &evaluated,
+                &decision,
+                options,
                 restart_time,
-                tpr: &tpr,
-            });
+            );
             if let Some(explanation) = &explanation {
                 record.set_explanation(&observation.topology, explanation);
             }

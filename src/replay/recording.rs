@@ -23,9 +23,9 @@
 
 use crate::recording::{Entry, RecordedMetrics, RecordingError, RecordingReader, Snapshot};
 use autoscaler_core::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
-use autoscaler_core::record::{DecisionRecord, JobOutcome, RecordInput, UtilizationBound, VertexReason};
+use autoscaler_core::record::{DecisionRecord, JobOutcome, UtilizationBound, VertexReason};
 use autoscaler_core::{AutoScalerOptions, CollectedJobMetrics, Configuration, MetricsSnapshot, OptionsError};
-use autoscaler_metrics::{JobTopology, true_processing_rate_estimates};
+use autoscaler_metrics::JobTopology;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -382,22 +382,16 @@ fn run_cycle(
         // The live cycle fails (and records nothing); the state keeps what it had.
         Err(error) => return undecided(Some(&evaluated), JobOutcome::Error, &error.to_string()),
     };
-    let record_options = cycle::effective_options(options, &observation.unmeasured);
-    let tpr = true_processing_rate_estimates(
-        &observation.topology,
-        &state.metric_history,
-        &options.evaluation_config(restart_time),
-    );
-    let mut record = DecisionRecord::decided(&RecordInput {
+    let mut record = DecisionRecord::concluded(
         at,
-        job: Some(job),
-        topology: &observation.topology,
-        evaluated: &evaluated,
-        decision: &decision,
-        options: &record_options,
+        Some(job),
+        &observation,
+        &state.metric_history,
+        &evaluated,
+        &decision,
+        options,
         restart_time,
-        tpr: &tpr,
-    });
+    );
     record.explain_window(&observation.topology, &state.metric_history);
     record
 }
