@@ -9,152 +9,29 @@
 //!
 //! `cargo bench --bench cycle`
 
-use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerOptions, AutoScalerStateStore, BasicJobContext, CollectError,
-    CollectedJobMetrics, CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, MetricsCollector,
-    MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait, scaling::DecisionOutcome,
-};
-use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
+use autoscaler_core::{AutoScalerStateStore, CycleOutcome, JobAutoScalerImpl, scaling::DecisionOutcome};
 use autoscaler_state::InMemoryStateStore;
-use chrono::{DateTime, Utc};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use flink_autoscaler::replay::{Scenario, ScenarioInput, parse_scenario};
 use std::hint::black_box;
-use std::path::Path;
 use std::sync::Arc;
 
-type Ctx = BasicJobContext<String, ()>;
+mod support;
 
-/// Hands out this cycle's snapshot (the scenario's last one).
-struct Replayed {
-    topology: JobTopology,
-    running_since: DateTime<Utc>,
-    latest: CollectedMetrics,
-}
+use support::{Ctx, Discard, Prepared, preload, prepare};
 
-#[async_trait]
-impl<C: JobAutoScalerContext<String>> MetricsCollector<String, C> for Replayed {
-    async fn collect(
-        &self,
-        _: &C,
-        _: &AutoScalerOptions,
-        _: DateTime<Utc>,
-    ) -> Result<CollectedJobMetrics, CollectError> {
-        Ok(CollectedJobMetrics {
-            topology: self.topology.clone(),
-            job_running_since: self.running_since,
-            metrics: MetricsSnapshot::Scaling(self.latest.clone()),
-        })
-    }
-}
-
-struct Discard;
-
-#[async_trait]
-impl<C: JobAutoScalerContext<String>> ScalingRealizer<String, C> for Discard {
-    async fn realize_parallelism_overrides(&self, _: &C, _: &ParallelismOverrides) -> Result<(), RealizeError> {
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl<C: JobAutoScalerContext<String>> AutoScalerEventHandler<String, C> for Discard {
-    async fn handle_event(
-        &self,
-        _: &C,
-        _: EventType,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
-        _: Option<std::time::Duration>,
-    ) {
-    }
-
-    /// As a handler that keeps only the reference's events: no decision records to build.
-    fn wants_decision_records(&self) -> bool {
-        false
-    }
-}
-
-struct Prepared {
-    scenario: Scenario,
-    earlier: MetricHistory,
-    collector: Arc<Replayed>,
-    ctx: Ctx,
-}
-
-fn prepare(name: &str) -> Prepared {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/bench")
-        .join(format!("{name}.json"));
-    let text = std::fs::read_to_string(&path).expect("bench scenario");
-    let scenario = parse_scenario(&text).expect("valid bench scenario");
-    let ScenarioInput::Metrics(snapshots) = &scenario.input else {
-        panic!("bench scenarios carry metrics")
-    };
-    let (_, latest) = snapshots.last().cloned().expect("at least one snapshot");
-    let earlier: MetricHistory = snapshots[..snapshots.len() - 1].iter().cloned().collect();
-    let collector = Arc::new(Replayed {
-        topology: scenario.topology.clone(),
-        running_since: scenario.job.running_since.expect("running_since"),
-        latest,
-    });
-    let mut configuration = scenario.config.clone();
-    configuration.set("job.autoscaler.enabled", "true");
-    let ctx = BasicJobContext::new(name.to_owned(), configuration, ());
-    Prepared {
-        scenario,
-        earlier,
-        collector,
-        ctx,
-    }
-}
-
+/// A fresh in-memory store holding the job's state as the previous cycle left it.
 fn preloaded_store(rt: &tokio::runtime::Runtime, p: &Prepared) -> Arc<InMemoryStateStore> {
     let store = Arc::new(InMemoryStateStore::new());
-    rt.block_on(async {
-        store
-            .store_collected_metrics(&p.ctx, &p.earlier)
-            .await
-            .expect("store metrics");
-        store
-            .store_scaling_history(&p.ctx, &p.scenario.scaling_history)
-            .await
-            .expect("store history");
-        store
-            .store_scaling_tracking(&p.ctx, &p.scenario.scaling_tracking)
-            .await
-            .expect("store tracking");
-        store
-            .store_delayed_scale_down(&p.ctx, &p.scenario.delayed_scale_down)
-            .await
-            .expect("store delayed");
-    });
+    rt.block_on(preload(&*store, p));
     store
 }
 
-/// Puts `store`'s state of the job back as [`preloaded_store`] writes it: what a cycle changed
-/// (overrides, configuration changes, evaluated metrics) removed, the rest rewritten.
+/// Puts `store`'s state of the job back as [`preloaded_store`] writes it.
 fn reload(rt: &tokio::runtime::Runtime, store: &InMemoryStateStore, p: &Prepared) {
     rt.block_on(async {
         let store: &dyn AutoScalerStateStore<String, Ctx> = store;
         store.clear_all(&p.ctx).await.expect("clear");
-        store
-            .store_collected_metrics(&p.ctx, &p.earlier)
-            .await
-            .expect("store metrics");
-        store
-            .store_scaling_history(&p.ctx, &p.scenario.scaling_history)
-            .await
-            .expect("store history");
-        store
-            .store_scaling_tracking(&p.ctx, &p.scenario.scaling_tracking)
-            .await
-            .expect("store tracking");
-        store
-            .store_delayed_scale_down(&p.ctx, &p.scenario.delayed_scale_down)
-            .await
-            .expect("store delayed");
+        preload(store, p).await;
     });
 }
 

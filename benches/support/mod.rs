@@ -5,7 +5,8 @@
 use autoscaler_core::AutoScalerOptions;
 use autoscaler_core::{
     AutoScalerEventHandler, AutoScalerStateStore, BasicJobContext, CollectError, CollectedJobMetrics, EventType,
-    MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
+    JobAutoScalerContext, MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer,
+    async_trait,
 };
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
 use chrono::{DateTime, Utc};
@@ -24,10 +25,10 @@ pub struct Replayed {
 }
 
 #[async_trait]
-impl MetricsCollector<String, Ctx> for Replayed {
+impl<C: JobAutoScalerContext<String>> MetricsCollector<String, C> for Replayed {
     async fn collect(
         &self,
-        _: &Ctx,
+        _: &C,
         _: &AutoScalerOptions,
         _: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
@@ -44,17 +45,17 @@ impl MetricsCollector<String, Ctx> for Replayed {
 pub struct Discard;
 
 #[async_trait]
-impl ScalingRealizer<String, Ctx> for Discard {
-    async fn realize_parallelism_overrides(&self, _: &Ctx, _: &ParallelismOverrides) -> Result<(), RealizeError> {
+impl<C: JobAutoScalerContext<String>> ScalingRealizer<String, C> for Discard {
+    async fn realize_parallelism_overrides(&self, _: &C, _: &ParallelismOverrides) -> Result<(), RealizeError> {
         Ok(())
     }
 }
 
 #[async_trait]
-impl AutoScalerEventHandler<String, Ctx> for Discard {
+impl<C: JobAutoScalerContext<String>> AutoScalerEventHandler<String, C> for Discard {
     async fn handle_event(
         &self,
-        _: &Ctx,
+        _: &C,
         _: EventType,
         _: &str,
         _: &str,
