@@ -20,10 +20,12 @@ if ! command -v java >/dev/null || ! command -v javac >/dev/null; then
   exit 0
 fi
 cargo build --bin flink-autoscaler
+# The binary where cargo put it (CARGO_TARGET_DIR moves it out of ./target).
+BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/flink-autoscaler"
 start=$(date +%s)
 bash e2e/run-e2e.sh --require-clean-shutdown --run-timeout 420 --settle 30 \
-  --root-cause-check target/debug/flink-autoscaler \
+  --root-cause-check "$BIN" \
   --job-arg --checkpoint-interval-ms --job-arg 0 -- \
-  target/debug/flink-autoscaler run --flink-url @FLINK_URL@ --config e2e/autoscaler.yaml --state memory
-bash e2e/two-clusters.sh --run-timeout 420 --settle 30
+  "$BIN" run --flink-url @FLINK_URL@ --config e2e/autoscaler.yaml --state memory
+AUTOSCALER_BIN="$BIN" bash e2e/two-clusters.sh --run-timeout 420 --settle 30
 echo "e2e: took $(( $(date +%s) - start )) s"
