@@ -68,6 +68,23 @@ mod tests {
     use autoscaler_realizer::sources::SourceObserver;
     use std::time::Duration;
 
+    /// Serves `app` on a free loopback port: its address, the shutdown trigger and the server task.
+    async fn start(
+        app: Router,
+    ) -> (
+        std::net::SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, app, async {
+            let _ = stopped.await;
+        }));
+        (addr, stop, server)
+    }
+
     async fn get_text(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
@@ -84,12 +101,7 @@ mod tests {
         let metrics = Arc::new(ServiceMetrics::new());
         let extra = Router::new().route("/extra", get(|| async { "merged" }));
         let app = router(Arc::clone(&metrics), Some(Arc::new(|| "process_series 1\n".to_owned()))).merge(extra);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, app, async {
-            let _ = stopped.await;
-        }));
+        let (addr, stop, server) = start(app).await;
         let run = async {
             assert_eq!(get_text(addr, "/livez").await.0, 200);
             let (status, body) = get_text(addr, "/readyz").await;
@@ -134,12 +146,7 @@ mod tests {
             ),
         );
         let app = router(Arc::new(ServiceMetrics::new()), None).merge(crate::status::router(board.clone()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, app, async {
-            let _ = stopped.await;
-        }));
+        let (addr, stop, server) = start(app).await;
         let run = async {
             let (status, body) = get_text(addr, "/jobs").await;
             assert_eq!(status, 200, "{body}");
