@@ -32,7 +32,7 @@ pub struct BottleneckArgs {
 
 /// Collects and classifies; prints one JSON line per job.
 pub async fn bottleneck(args: BottleneckArgs) -> Result<()> {
-    let interval = autoscaler_core::duration::parse_duration(&args.interval)
+    let interval = autoscaler_core::config::parse_duration(&args.interval)
         .map_err(|e| anyhow::anyhow!("--interval {:?}: {e}", args.interval))?;
     if args.samples == 0 || args.samples > 100 {
         bail!("--samples must be between 1 and 100, got {}", args.samples);

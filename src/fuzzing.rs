@@ -71,10 +71,10 @@ pub fn flink_rest_models(data: &[u8]) {
 /// the first line, then `key=value` lines as a configuration read into the autoscaler options and
 /// validated.
 pub fn config_values(data: &[u8]) {
-    use crate::core::options::{parse_bool, parse_double, parse_int, parse_list, parse_memory_size};
+    use crate::core::config::{parse_bool, parse_double, parse_int, parse_list, parse_memory_size};
     let text = text(data);
     let first = text.lines().next().unwrap_or("");
-    let _ = crate::core::duration::parse_duration(first);
+    let _ = crate::core::config::parse_duration(first);
     let _ = parse_memory_size(first);
     let _ = parse_double(first);
     let _ = parse_int(first);
@@ -85,7 +85,7 @@ pub fn config_values(data: &[u8]) {
         .filter_map(|line| line.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-    let _ = crate::core::validator::validate(&conf);
+    let _ = crate::core::config::validate(&conf);
     let _ = crate::core::standalone::ControlLoopOptions::from_configuration(&conf);
     let _ = crate::realizer::CooldownConfig::from_configuration(&conf);
     if let Ok(options) = crate::core::AutoScalerOptions::from_configuration(&conf) {
@@ -97,7 +97,7 @@ pub fn config_values(data: &[u8]) {
 /// Target `excluded_periods`: the Quartz cron and time-range parser, then the matcher at a few
 /// instants (the first 8 bytes pick one).
 pub fn excluded_periods(data: &[u8]) {
-    use crate::core::excluded_periods::ExcludedPeriod;
+    use crate::core::config::ExcludedPeriod;
     let (seed, rest) = data.split_at(data.len().min(8));
     let mut millis = [0u8; 8];
     millis[..seed.len()].copy_from_slice(seed);

@@ -251,7 +251,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         tracing::warn!(key = %key, "unknown autoscaler.standalone.* key, ignored");
     }
     if let Some(interval) = &args.interval {
-        autoscaler_core::duration::parse_duration(interval)
+        autoscaler_core::config::parse_duration(interval)
             .map_err(|e| anyhow::anyhow!("--interval {interval:?}: {e}"))?;
         base.set(autoscaler_core::standalone::CONTROL_LOOP_INTERVAL_KEY, interval.clone());
     }
@@ -260,11 +260,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
     }
     let run_for = match &args.run_for {
         Some(d) => {
-            Some(autoscaler_core::duration::parse_duration(d).map_err(|e| anyhow::anyhow!("--run-for {d:?}: {e}"))?)
+            Some(autoscaler_core::config::parse_duration(d).map_err(|e| anyhow::anyhow!("--run-for {d:?}: {e}"))?)
         }
         None => None,
     };
-    let grace = autoscaler_core::duration::parse_duration(&args.shutdown_grace)
+    let grace = autoscaler_core::config::parse_duration(&args.shutdown_grace)
         .map_err(|e| anyhow::anyhow!("--shutdown-grace {:?}: {e}", args.shutdown_grace))?;
     let loop_options = ControlLoopOptions::from_configuration(&base).context("control loop options")?;
     let rest_config = RestClientConfig::from_configuration(&base).context("autoscaler options in --config")?;

@@ -1,8 +1,8 @@
 //! Where metrics come from ([`MetricsCollector`]): the REST collector, a simulator and test doubles
 //! plug in here.
 
+use crate::config::AutoScalerOptions;
 use crate::context::JobAutoScalerContext;
-use crate::options::AutoScalerOptions;
 use async_trait::async_trait;
 use autoscaler_metrics::collection::{RawJobMetrics, convert_to_scaling_metrics};
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};

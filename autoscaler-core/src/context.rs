@@ -149,7 +149,7 @@ pub trait JobAutoScalerContext<K>: Send + Sync {
     fn task_manager_memory(&self) -> Option<u64> {
         self.configuration()
             .get("taskmanager.memory.process.size")
-            .and_then(|v| crate::options::parse_memory_size(v).ok())
+            .and_then(|v| crate::config::parse_memory_size(v).ok())
     }
 }
 

@@ -24,7 +24,7 @@
 //!    parallelism overrides, the next delayed scale-down state.
 
 use crate::collector::{CollectedJobMetrics, MetricsSnapshot};
-use crate::options::AutoScalerOptions;
+use crate::config::AutoScalerOptions;
 use crate::plugins::{PluginError, ResolvedPlugins, evaluate_with_plugins};
 use crate::scaling::{
     self, Decision, DecisionInput, DecisionOutcome, max_restart_time_or_default,

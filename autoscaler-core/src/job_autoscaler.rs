@@ -2,11 +2,11 @@
 
 use crate::autoscaler::{AutoscalerError, JobAutoScaler};
 use crate::collector::{CollectError, MetricsCollector};
+use crate::config::AutoScalerOptions;
 use crate::context::GaugeKind;
 use crate::context::{JobAutoScalerContext, JobStatus};
 use crate::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
 use crate::event::AutoScalerEventHandler;
-use crate::options::AutoScalerOptions;
 use crate::plugins::PluginRegistry;
 use crate::realizer::ScalingRealizer;
 use crate::record::{DecisionRecord, JobOutcome};

@@ -11,12 +11,9 @@ pub mod collector;
 pub mod config;
 pub mod context;
 pub mod cycle;
-pub mod duration;
 pub mod event;
 pub mod event_logging;
-pub mod excluded_periods;
 pub mod job_autoscaler;
-pub mod options;
 pub mod plugins;
 pub mod realizer;
 pub mod record;
@@ -25,20 +22,18 @@ pub mod secret;
 pub mod standalone;
 pub mod state;
 pub mod tuning;
-pub mod validator;
 
 /// Re-exported so platforms (and the facade's simulator and examples) implement the traits without a direct dependency.
 pub use async_trait::async_trait;
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
 pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
-pub use config::Configuration;
+pub use config::{AlignmentMode, AutoScalerOptions, Configuration, OptionsError};
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
 };
 pub use event::{AutoScalerEventHandler, EventType};
 pub use event_logging::LoggingEventHandler;
 pub use job_autoscaler::{Clock, CycleOutcome, JobAutoScalerImpl, SystemClock};
-pub use options::{AlignmentMode, AutoScalerOptions, OptionsError};
 pub use realizer::{RealizeError, ScalingRealizer};
 pub use standalone::{ControlLoopOptions, CycleReport, OptionsValidator, StandaloneAutoscaler, ValidationRejection};
 pub use state::{

@@ -30,7 +30,7 @@
 //! `scale_down_delayed`. Per job, `outcome` is one of [`JobOutcome`]'s codes and `reason` refines
 //! it (the replay format's reason strings).
 
-use crate::options::AutoScalerOptions;
+use crate::config::AutoScalerOptions;
 use crate::scaling::{BlockReason, Decision, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision};
 use autoscaler_metrics::root_cause::{Explanation, Role};
 use autoscaler_metrics::{

@@ -33,11 +33,11 @@
 
 use crate::autoscaler::{FetchError, JobAutoScaler, JobListFetcher};
 use crate::config::Configuration;
+use crate::config::OptionsError;
+use crate::config::ValidationError;
+use crate::config::parse_duration;
 use crate::context::JobAutoScalerContext;
-use crate::duration::parse_duration;
 use crate::event::{AutoScalerEventHandler, EventType};
-use crate::options::OptionsError;
-use crate::validator::ValidationError;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
@@ -263,11 +263,11 @@ where
         self
     }
 
-    /// Validates every job's configuration with [`crate::validator::validate`] before scaling it,
+    /// Validates every job's configuration with [`crate::config::validate`] before scaling it,
     /// as the reference's standalone executor runs `AutoscalerValidator`.
     pub fn with_options_validation(self) -> Self {
         self.with_rejecting_validator(|ctx: &Ctx| {
-            crate::validator::validate(ctx.configuration()).map_err(|e| match e {
+            crate::config::validate(ctx.configuration()).map_err(|e| match e {
                 ValidationError::Unreadable(_) => ValidationRejection::Unreadable(e.to_string()),
                 other => ValidationRejection::Invalid(other.to_string()),
             })

@@ -185,7 +185,7 @@ fn excluded_period_blocks_every_wanted_change() {
     let mut job = Job::new();
     job.in_excluded_period = true;
     job.options.excluded_periods =
-        vec![autoscaler_core::excluded_periods::ExcludedPeriod::parse("* * * ? * *").expect("valid period")];
+        vec![autoscaler_core::config::ExcludedPeriod::parse("* * * ? * *").expect("valid period")];
     let (_, record) = job.decide();
     assert_eq!(record.outcome, JobOutcome::Blocked);
     assert_eq!(record.reason.as_deref(), Some("excluded_period"));

@@ -58,7 +58,7 @@ fn the_rest_timeout_is_read_alone() {
     ]);
     assert!(AutoScalerOptions::from_configuration(&conf).is_err());
     assert_eq!(
-        autoscaler_core::options::rest_client_timeout(&conf),
+        autoscaler_core::config::rest_client_timeout(&conf),
         Ok(Duration::from_secs(3))
     );
 }

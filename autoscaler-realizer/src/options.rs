@@ -2,7 +2,7 @@
 //! [`AutoScalerOptions`](autoscaler_core::AutoScalerOptions) (reference defaults, legacy fallback keys); the Flink keys below are read
 //! here.
 
-use autoscaler_core::duration::parse_duration;
+use autoscaler_core::config::parse_duration;
 use autoscaler_core::{Configuration, OptionsError};
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ pub fn flink_cluster_rest_url(conf: &Configuration) -> Result<String, OptionsErr
 /// `job.autoscaler.flink.rest-client.timeout` (10 s), read alone: another option's bad value is
 /// the autoscaler's to report for that job, not a reason to fail a REST call.
 pub(crate) fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsError> {
-    autoscaler_core::options::rest_client_timeout(conf)
+    autoscaler_core::config::rest_client_timeout(conf)
 }
 
 /// Whether the job runs the adaptive scheduler (`jobmanager.scheduler` = `adaptive`, any case).

@@ -525,7 +525,7 @@ fn parse_job(v: Option<&Value>) -> Res<JobInfo> {
     {
         let s = as_str(m, "job.taskmanager_memory")?;
         job.taskmanager_memory = Some(
-            autoscaler_core::options::parse_memory_size(s)
+            autoscaler_core::config::parse_memory_size(s)
                 .map_err(|e| ScenarioError::new("job.taskmanager_memory", e))?,
         );
     }

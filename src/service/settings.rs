@@ -31,7 +31,7 @@
 //! stores events in the same JDBC database with `jdbc.event-handler.ttl` (90 d; 0 = keep forever).
 
 use autoscaler_core::Configuration;
-use autoscaler_core::duration::parse_duration;
+use autoscaler_core::config::parse_duration;
 use autoscaler_core::secret::{Secret, SecretSource, redact_url};
 use autoscaler_realizer::sources::{JobSelection, JobSource, SourceKind};
 use autoscaler_realizer::yarn::{JobManagerAccess, YarnResourceManagerClient};

@@ -2,7 +2,7 @@
 //! [`AlignmentMode`]'s implementation of the trait).
 
 use super::{PluginConfig, PluginError, Resolved};
-use crate::options::AlignmentMode;
+use crate::config::AlignmentMode;
 use crate::scaling::{AlignmentContext, align};
 use autoscaler_metrics::{EvaluatedVertexMetrics, ShipStrategy, VertexId, VertexInfo};
 

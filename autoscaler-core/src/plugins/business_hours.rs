@@ -83,7 +83,7 @@ impl ScalingExecutorPlugin for BusinessHoursExecutor {
 mod tests {
     use super::*;
     use crate::Configuration;
-    use crate::options::AutoScalerOptions;
+    use crate::config::AutoScalerOptions;
     use crate::plugins::{CUSTOM_EXECUTOR_PREFIX, PluginConfig};
     use crate::state::{ConfigChanges, ScalingSummary};
     use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, JobTopology, VertexId, VertexSpec};

@@ -2,7 +2,7 @@
 //! `AutoScalerOptions.prefixStrippedConfiguration` and `overlayConfiguration`).
 
 use crate::config::Configuration;
-use crate::options::{AUTOSCALER_PREFIX, LEGACY_PREFIX};
+use crate::config::{AUTOSCALER_PREFIX, LEGACY_PREFIX};
 use crate::state::ConfigChanges;
 
 /// Prefix (after `job.autoscaler.`) of a custom evaluator instance's keys.

@@ -2,7 +2,7 @@
 //! `ScalingExecutor.applyCustomExecutors`).
 
 use super::{PluginConfig, PluginError, Resolved};
-use crate::options::AutoScalerOptions;
+use crate::config::AutoScalerOptions;
 use crate::state::{ConfigChanges, ScalingSummary};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId};
 use chrono::{DateTime, Utc};

@@ -72,7 +72,7 @@ pub(crate) use hooks::{DecisionHooks, NoPlugins};
 pub(crate) use resource_check::scaling_would_exceed_cluster_resources;
 
 use crate::config::Configuration;
-use crate::options::{AutoScalerOptions, option_keys};
+use crate::config::{AutoScalerOptions, option_keys};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
@@ -303,7 +303,7 @@ impl PluginRegistry {
 
 /// `job.autoscaler.<prefix><name>.class`.
 fn class_key(prefix: &str, name: &str) -> String {
-    format!("{}{prefix}{name}.class", crate::options::AUTOSCALER_PREFIX)
+    format!("{}{prefix}{name}.class", crate::config::AUTOSCALER_PREFIX)
 }
 
 /// The class an instance names: the canonical key, else the legacy fallback key; blank = none.

@@ -3,8 +3,8 @@
 //! `tests/plugin_cycles.rs`).
 
 use super::*;
+use crate::config::AlignmentMode;
 use crate::event::EventType;
-use crate::options::AlignmentMode;
 use crate::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, NoChangeReason, decide_with_plugins};
 use crate::state::{DelayedScaleDown, ScalingHistory, ScalingSummary};
 use autoscaler_metrics::{

@@ -6,7 +6,7 @@
 //! [`ParallelismAlignmentMode`](crate::plugins::ParallelismAlignmentMode)s can build on them, as the
 //! reference exposes them on `ParallelismAligner`.
 
-use crate::options::AlignmentMode;
+use crate::config::AlignmentMode;
 
 /// One vertex's alignment problem. All values are Java `int`s in the reference; `i64` here so no
 /// intermediate can overflow.

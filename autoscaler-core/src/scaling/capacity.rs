@@ -1,7 +1,7 @@
 //! The target processing capacity of a vertex (the reference's
 //! `AutoScalerUtils.getTargetProcessingCapacity`, anchor §2.3.5).
 
-use crate::options::AutoScalerOptions;
+use crate::config::AutoScalerOptions;
 use autoscaler_metrics::{EvaluatedVertexMetrics, ScalingMetric};
 use std::time::Duration;
 

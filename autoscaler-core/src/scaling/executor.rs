@@ -391,7 +391,7 @@ fn scaling_would_exceed_resource_quota(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::AutoScalerOptions;
+    use crate::config::AutoScalerOptions;
     use crate::state::ScalingHistory;
     use autoscaler_metrics::{EdgeSpec, JobTopology, VertexSpec};
     use chrono::{DateTime, TimeZone, Utc};
@@ -604,7 +604,7 @@ mod tests {
         assert!(state.delayed_vertices.contains_key("source"));
         fixture.options.scaling_enabled = true;
         fixture.options.excluded_periods =
-            vec![crate::excluded_periods::ExcludedPeriod::parse("* * * ? * *").expect("valid period")];
+            vec![crate::config::ExcludedPeriod::parse("* * * ? * *").expect("valid period")];
         let decision = fixture.decide(&mut state);
         assert_eq!(decision.outcome.reason(), Some("excluded_period"));
         assert!(decision.events[0].message.starts_with(

@@ -2,7 +2,7 @@
 //! `ScalingTracking`, anchor §2.8, replay §3.3 step 1).
 
 use super::delayed_scale_down::instant_before;
-use crate::options::AutoScalerOptions;
+use crate::config::AutoScalerOptions;
 use crate::state::{ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking};
 use autoscaler_metrics::{JobTopology, VertexId};
 use chrono::{DateTime, Utc};

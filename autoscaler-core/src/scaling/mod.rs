@@ -52,8 +52,8 @@ pub use history::{
 };
 pub use java_format::{java_double_to_string, java_list_to_string};
 
+use crate::config::AutoScalerOptions;
 use crate::event::EventType;
-use crate::options::AutoScalerOptions;
 use crate::state::{ScalingHistory, ScalingSummary};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId};
 use chrono::{DateTime, Utc};

@@ -3,11 +3,11 @@
 
 use super::CycleEvent;
 use super::java_format::{java_double_to_string, java_list_to_string};
+use crate::config::AutoScalerOptions;
 use crate::event::{
     EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED,
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, scaling_report,
 };
-use crate::options::AutoScalerOptions;
 use crate::state::ScalingSummary;
 use autoscaler_metrics::VertexId;
 use std::collections::BTreeMap;
@@ -192,7 +192,7 @@ mod tests {
         let options = AutoScalerOptions {
             excluded_periods: ["* * * ? * 2", "10:00-11:00"]
                 .iter()
-                .map(|e| crate::excluded_periods::ExcludedPeriod::parse(e).expect("valid period"))
+                .map(|e| crate::config::ExcludedPeriod::parse(e).expect("valid period"))
                 .collect(),
             ..AutoScalerOptions::default()
         };

@@ -7,7 +7,7 @@ use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
 use super::java_format::{ceil_decimal, java_double_to_string};
 use super::report;
 use super::{CycleEvent, VertexConstraint};
-use crate::options::AutoScalerOptions;
+use crate::config::AutoScalerOptions;
 use crate::plugins::DecisionHooks;
 use crate::state::{DelayedScaleDown, ScalingSummary};
 use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId, VertexInfo};
@@ -370,7 +370,7 @@ fn baseline_processing_rate(history: &BTreeMap<DateTime<Utc>, ScalingSummary>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::AlignmentMode;
+    use crate::config::AlignmentMode;
     use crate::plugins::NoPlugins;
     use chrono::TimeZone;
 

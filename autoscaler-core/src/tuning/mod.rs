@@ -89,9 +89,9 @@ pub use model::{
 };
 pub use size::{format_fraction, format_memory_size, multiply};
 
+use crate::config::AutoScalerOptions;
 use crate::config::Configuration;
 use crate::event::EventType;
-use crate::options::AutoScalerOptions;
 use crate::scaling::CycleEvent;
 use crate::state::{ConfigChanges, ScalingSummary};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, ShipStrategy, VertexId};
@@ -281,7 +281,7 @@ pub fn tuned_task_manager_memory(
     let configured = if options.memory_tuning_enabled {
         match changes.overrides.get(TOTAL_PROCESS_MEMORY) {
             // The overrides are written by `format_memory_size`, which always parses.
-            Some(value) => crate::options::parse_memory_size(value).ok(),
+            Some(value) => crate::config::parse_memory_size(value).ok(),
             None if changes.removals.contains(TOTAL_PROCESS_MEMORY) => None,
             None => options.task_manager_process_memory,
         }

@@ -5,7 +5,7 @@
 
 use super::size::multiply;
 use crate::config::Configuration;
-use crate::options::{OptionsError, java_trim, parse_double, parse_int, parse_memory_size};
+use crate::config::{OptionsError, java_trim, parse_double, parse_int, parse_memory_size};
 
 /// `taskmanager.memory.process.size`.
 pub const TOTAL_PROCESS_MEMORY: &str = "taskmanager.memory.process.size";

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use autoscaler_core::Configuration;
-//! use autoscaler_core::validator::validate;
+//! use autoscaler_core::config::validate;
 //! let conf = Configuration::from_iter([
 //!     ("job.autoscaler.enabled", "true"),
 //!     ("job.autoscaler.utilization.target", "0.7"),
@@ -19,11 +19,9 @@
 //! );
 //! ```
 
-use crate::config::Configuration;
-use crate::excluded_periods::{ExcludedPeriod, ExcludedPeriodError};
-use crate::options::{
-    AUTOSCALER_PREFIX, AutoScalerOptions, OptionsError, option_keys, parse_bool, parse_double, parse_list,
-};
+use super::excluded_periods::{ExcludedPeriod, ExcludedPeriodError};
+use super::options::{AUTOSCALER_PREFIX, AutoScalerOptions, OptionsError, option_keys};
+use super::syntax::{Configuration, parse_bool, parse_double, parse_list};
 
 /// Why the options are rejected. The first three variants are the reference's validation messages
 /// (the standalone loop reports them as an `AutoScaler Options Validation` warning and skips the
@@ -243,16 +241,7 @@ fn check_excluded_periods(conf: &Configuration) -> Result<Option<ValidationError
 /// Java's `Double.toString`: `NaN`, `Infinity`, `-Infinity`, `0.0`; plain decimal notation with at
 /// least one fractional digit for magnitudes in [10^-3, 10^7); otherwise `d.dddE±n`. The digits are
 /// the shortest that round-trip (as in current JDKs).
-///
-/// ```
-/// use autoscaler_core::validator::java_double_to_string;
-/// assert_eq!(java_double_to_string(0.0), "0.0");
-/// assert_eq!(java_double_to_string(0.7), "0.7");
-/// assert_eq!(java_double_to_string(100000.0), "100000.0");
-/// assert_eq!(java_double_to_string(1.0e7), "1.0E7");
-/// assert_eq!(java_double_to_string(1.0e-4), "1.0E-4");
-/// ```
-pub fn java_double_to_string(x: f64) -> String {
+fn java_double_to_string(x: f64) -> String {
     if x.is_nan() {
         return "NaN".to_owned();
     }

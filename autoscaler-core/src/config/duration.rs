@@ -3,7 +3,7 @@
 //! unit label; a bare integer is milliseconds.
 //!
 //! ```
-//! use autoscaler_core::duration::parse_duration;
+//! use autoscaler_core::config::parse_duration;
 //! use std::time::Duration;
 //! assert_eq!(parse_duration("5 min"), Ok(Duration::from_secs(300)));
 //! assert_eq!(parse_duration("PT1H30M"), Ok(Duration::from_secs(5400)));
@@ -11,6 +11,7 @@
 //! assert!(parse_duration("5 mins").is_err());
 //! ```
 
+use super::syntax::java_trim;
 use std::time::Duration;
 
 const NANOS_PER_SECOND: u128 = 1_000_000_000;
@@ -63,7 +64,7 @@ const UNIT_LABELS: &[(&str, u128)] = &[
 /// # Errors
 /// A message naming the text and what is wrong with it.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let trimmed = crate::options::java_trim(text);
+    let trimmed = java_trim(text);
     if trimmed.is_empty() {
         return Err(format!("{text:?} is an empty or whitespace-only duration"));
     }
@@ -78,7 +79,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if number.is_empty() {
         return Err(format!("{text:?} does not start with a number"));
     }
-    let label = crate::options::java_trim(rest).to_lowercase();
+    let label = java_trim(rest).to_lowercase();
     let unit_nanos = if label.is_empty() {
         1_000_000
     } else {

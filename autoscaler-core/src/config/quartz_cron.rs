@@ -1,215 +1,9 @@
-//! `job.autoscaler.excluded.periods`: time windows in which scaling is only reported, never executed
-//! (reference: `CalendarUtils`).
-//!
-//! Each list entry is one or two sub-expressions joined by `&&`, all of which must match:
-//! * a daily range `HH:mm[:ss[:SSS]]-HH:mm[:ss[:SSS]]` (Quartz `DailyCalendar` with the time range
-//!   inverted, so "inside the range, both ends included" means excluded), start strictly before end;
-//! * a Quartz cron expression (6 or 7 fields starting with seconds, day-of-week 1 = Sunday, `?`, `L`,
-//!   `W`, `#`, ranges, steps and `JAN`/`MON` names) matched as `CronExpression.isSatisfiedBy`.
-//!
-//! The reference evaluates in the JVM's default time zone; this crate evaluates in UTC
-//! (replay-format §3.2).
-//!
-//! ```
-//! use autoscaler_core::excluded_periods::{ExcludedPeriod, is_excluded};
-//! use chrono::{TimeZone, Utc};
-//! // Mondays and Thursdays from 14:01:20 to 16:00:00.
-//! let period = ExcludedPeriod::parse("* * * ? * 2,5 && 14:01:20-16:00:00").unwrap();
-//! let thursday = Utc.with_ymd_and_hms(2023, 12, 14, 14, 1, 30).unwrap();
-//! assert!(is_excluded(&[period.clone()], thursday));
-//! assert!(!is_excluded(&[period], thursday - chrono::Duration::days(1)));
-//! ```
+//! The Quartz cron expressions of `job.autoscaler.excluded.periods` (a port of Quartz 2.3's
+//! `CronExpression`: parsing with its rules and quirks, and `isSatisfiedBy`).
 
-use crate::options::{java_split, java_strip, java_trim};
+use super::syntax::{java_trim, parse_int};
 use chrono::{DateTime, Datelike, NaiveDate, Timelike, Utc};
 use std::collections::BTreeSet;
-
-/// An `excluded.periods` entry that the reference's validator rejects; the messages are the
-/// reference's (`CalendarUtils.validateExcludedExpression`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExcludedPeriodError {
-    /// More than two `&&`-joined parts.
-    #[error("Invalid value {expression} in the autoscaler config job.autoscaler.excluded.periods")]
-    TooManyParts {
-        /// The whole list entry.
-        expression: String,
-    },
-    /// A part is neither a daily range nor a Quartz cron expression.
-    #[error(
-        "Invalid value {expression} in the autoscaler config job.autoscaler.excluded.periods, the value is neither a \
-         valid daily expression nor a valid cron expression"
-    )]
-    NeitherDailyNorCron {
-        /// The whole list entry.
-        expression: String,
-    },
-    /// Two daily ranges or two cron expressions joined by `&&`.
-    #[error(
-        "Invalid value {expression} in the autoscaler config job.autoscaler.excluded.periods, the value can not be \
-         configured as dailyExpression && dailyExpression or cronExpression && cronExpression"
-    )]
-    SameKindTwice {
-        /// The whole list entry.
-        expression: String,
-    },
-}
-
-impl ExcludedPeriodError {
-    /// The list entry the error is about.
-    pub fn expression(&self) -> &str {
-        match self {
-            Self::TooManyParts { expression }
-            | Self::NeitherDailyNorCron { expression }
-            | Self::SameKindTwice { expression } => expression,
-        }
-    }
-}
-
-/// One parsed `excluded.periods` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExcludedPeriod {
-    expression: String,
-    parts: Vec<Part>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
-    Daily(DailyRange),
-    Cron(Box<QuartzCron>),
-}
-
-impl ExcludedPeriod {
-    /// Parses and validates one list entry exactly as the reference's validator does.
-    ///
-    /// # Errors
-    /// [`ExcludedPeriodError`] with the reference's message.
-    pub fn parse(expression: &str) -> Result<Self, ExcludedPeriodError> {
-        // String.split("&&") semantics: trailing empty pieces are dropped, so "a&&" is just "a"
-        // and a bare "&&" has no part at all (and then matches every instant, as in the reference).
-        let pieces = java_split(expression, "&&");
-        if pieces.len() > 2 {
-            return Err(ExcludedPeriodError::TooManyParts {
-                expression: expression.to_owned(),
-            });
-        }
-        let mut parts = Vec::with_capacity(pieces.len());
-        for piece in &pieces {
-            let piece = java_strip(piece);
-            // The reference prefers the daily reading when a part is both (none is in practice).
-            if let Some(daily) = DailyRange::parse(piece) {
-                parts.push(Part::Daily(daily));
-            } else if let Ok(cron) = QuartzCron::parse(piece) {
-                parts.push(Part::Cron(Box::new(cron)));
-            } else {
-                return Err(ExcludedPeriodError::NeitherDailyNorCron {
-                    expression: expression.to_owned(),
-                });
-            }
-        }
-        if let [a, b] = parts.as_slice()
-            && matches!(a, Part::Daily(_)) == matches!(b, Part::Daily(_))
-        {
-            return Err(ExcludedPeriodError::SameKindTwice {
-                expression: expression.to_owned(),
-            });
-        }
-        Ok(Self {
-            expression: expression.to_owned(),
-            parts,
-        })
-    }
-
-    /// The entry as configured.
-    pub fn expression(&self) -> &str {
-        &self.expression
-    }
-
-    /// Whether `now` lies in this period (every part matches; reference
-    /// `CalendarUtils.inExcludedPeriod`).
-    pub fn contains(&self, now: DateTime<Utc>) -> bool {
-        self.parts.iter().all(|part| match part {
-            Part::Daily(daily) => daily.contains(now),
-            Part::Cron(cron) => cron.is_satisfied_by(now),
-        })
-    }
-}
-
-impl std::fmt::Display for ExcludedPeriod {
-    /// The entry as configured (so a list of periods prints as the reference lists its strings).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.expression)
-    }
-}
-
-/// Parses every entry of an `excluded.periods` list, stopping at the first invalid one (reference:
-/// `CalendarUtils.validateExcludedPeriods`).
-///
-/// # Errors
-/// The first entry's [`ExcludedPeriodError`].
-pub fn parse_excluded_periods<S: AsRef<str>>(expressions: &[S]) -> Result<Vec<ExcludedPeriod>, ExcludedPeriodError> {
-    expressions.iter().map(|e| ExcludedPeriod::parse(e.as_ref())).collect()
-}
-
-/// Whether `now` (UTC) lies in any of `periods` (reference: `CalendarUtils.inExcludedPeriods`).
-pub fn is_excluded(periods: &[ExcludedPeriod], now: DateTime<Utc>) -> bool {
-    periods.iter().any(|p| p.contains(now))
-}
-
-// ------------------------------------------------------------------------------------------------
-// Daily ranges (Quartz DailyCalendar with invertTimeRange = true)
-// ------------------------------------------------------------------------------------------------
-
-/// A time-of-day range in milliseconds since midnight, both ends included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct DailyRange {
-    start_ms: u32,
-    end_ms: u32,
-}
-
-impl DailyRange {
-    /// `start-end`; `None` if that is not a valid DailyCalendar range.
-    fn parse(text: &str) -> Option<Self> {
-        let pieces = java_split(text, "-");
-        let [start, end] = pieces.as_slice() else { return None };
-        let start_ms = time_of_day_ms(start)?;
-        let end_ms = time_of_day_ms(end)?;
-        // DailyCalendar requires the start strictly before the end (no range across midnight).
-        (start_ms < end_ms).then_some(Self { start_ms, end_ms })
-    }
-
-    fn contains(&self, now: DateTime<Utc>) -> bool {
-        let ms = now.num_seconds_from_midnight() * 1000 + now.timestamp_subsec_millis().min(999);
-        self.start_ms <= ms && ms <= self.end_ms
-    }
-}
-
-/// `HH:mm[:ss[:SSS]]` as DailyCalendar reads it: `:`-separated with empty pieces skipped
-/// (StringTokenizer), each an integer as `Integer.parseInt` reads it, hour 0-23, minute and second
-/// 0-59, millisecond 0-999.
-fn time_of_day_ms(text: &str) -> Option<u32> {
-    let fields: Vec<&str> = text.split(':').filter(|f| !f.is_empty()).collect();
-    if !(2..=4).contains(&fields.len()) {
-        return None;
-    }
-    let limits = [23, 59, 59, 999];
-    let mut values = [0u32; 4];
-    for (i, field) in fields.iter().enumerate() {
-        let v = java_parse_int(field)?;
-        values[i] = u32::try_from(v).ok().filter(|&v| v <= limits[i])?;
-    }
-    let [h, m, s, ms] = values;
-    Some(((h * 60 + m) * 60 + s) * 1000 + ms)
-}
-
-/// Java `Integer.parseInt`: optional sign, ASCII digits, no surrounding whitespace, i32 range.
-fn java_parse_int(text: &str) -> Option<i32> {
-    text.parse().ok()
-}
-
-// ------------------------------------------------------------------------------------------------
-// Quartz cron expressions (CronExpression 2.3)
-// ------------------------------------------------------------------------------------------------
 
 /// Marker Quartz stores for `*` next to the expanded values.
 const ALL_SPEC: i32 = 99;
@@ -255,7 +49,7 @@ impl Field {
 
 /// A parsed Quartz cron expression: the value set of every field plus the special day flags.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct QuartzCron {
+pub(super) struct QuartzCron {
     sets: [BTreeSet<i32>; 7],
     last_day_of_week: bool,
     nth_day_of_week: i32,
@@ -305,7 +99,7 @@ impl QuartzCron {
     /// Parses `expression` with Quartz's rules and quirks (upper-cased first; fields separated by
     /// spaces or tabs; a missing year means every year; tokens after the year are ignored; exactly
     /// one of day-of-month and day-of-week must be `?`).
-    fn parse(expression: &str) -> CronResult<Self> {
+    pub(super) fn parse(expression: &str) -> CronResult<Self> {
         let upper = expression.to_uppercase();
         let mut cron = QuartzCron::default();
         let mut field_index = 0;
@@ -396,8 +190,8 @@ impl QuartzCron {
                     }
                     // Quartz reads the whole rest of the item as the increment.
                     let rest: String = s[i + 1..].iter().collect();
-                    let increment = java_parse_int(&rest)
-                        .ok_or_else(|| format!("Illegal cron expression format (bad increment {rest})"))?;
+                    let increment = parse_int(&rest)
+                        .map_err(|_| format!("Illegal cron expression format (bad increment {rest})"))?;
                     check_increment_range(increment, field)?;
                     increment
                 } else {
@@ -475,7 +269,8 @@ impl QuartzCron {
                 }
                 (Field::DayOfWeek, '#') => {
                     let rest: String = s[4..].iter().collect();
-                    self.nth_day_of_week = java_parse_int(&rest)
+                    self.nth_day_of_week = parse_int(&rest)
+                        .ok()
                         .filter(|n| (1..=5).contains(n))
                         .ok_or_else(|| "A numeric value between 1 and 5 must follow the '#' option".to_owned())?;
                 }
@@ -525,7 +320,8 @@ impl QuartzCron {
                     return Err(format!("'#' option is not valid here. (pos={pos})"));
                 }
                 let rest: String = s[pos + 1..].iter().collect();
-                self.nth_day_of_week = java_parse_int(&rest)
+                self.nth_day_of_week = parse_int(&rest)
+                    .ok()
                     .filter(|n| (1..=5).contains(n))
                     .ok_or_else(|| "A numeric value between 1 and 5 must follow the '#' option".to_owned())?;
                 self.set_mut(field).insert(value);
@@ -665,7 +461,7 @@ impl QuartzCron {
 
     /// Whether the whole second of `at` is a fire time (Quartz `isSatisfiedBy`, which asks whether
     /// the next fire time after one second earlier is exactly this second).
-    fn is_satisfied_by(&self, at: DateTime<Utc>) -> bool {
+    pub(super) fn is_satisfied_by(&self, at: DateTime<Utc>) -> bool {
         let year = at.year();
         if year > LAST_YEAR {
             return false;
@@ -796,121 +592,8 @@ mod tests {
         Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
     }
 
-    fn period(e: &str) -> ExcludedPeriod {
-        ExcludedPeriod::parse(e).unwrap_or_else(|err| panic!("{e:?} should parse: {err}"))
-    }
-
     fn cron(e: &str) -> QuartzCron {
         QuartzCron::parse(e).unwrap_or_else(|err| panic!("{e:?} should parse: {err}"))
-    }
-
-    // 2023-12-14 is a Thursday (Quartz day-of-week 5).
-    const THU: (i32, u32, u32) = (2023, 12, 14);
-
-    #[test]
-    fn daily_ranges_include_both_ends() {
-        let p = period("09:13:17-11:15:18");
-        let (y, m, d) = THU;
-        assert!(!p.contains(at(y, m, d, 9, 13, 16)));
-        assert!(p.contains(at(y, m, d, 9, 13, 17)));
-        assert!(p.contains(at(y, m, d, 10, 0, 0)));
-        assert!(p.contains(at(y, m, d, 11, 15, 18)));
-        let just_after = at(y, m, d, 11, 15, 18) + chrono::Duration::milliseconds(1);
-        assert!(!p.contains(just_after));
-        // Minutes-only and millisecond forms.
-        assert!(period("9:30-10:00").contains(at(y, m, d, 9, 45, 0)));
-        let ms = period("10:00:00:500-10:00:01");
-        assert!(!ms.contains(at(y, m, d, 10, 0, 0)));
-        assert!(ms.contains(at(y, m, d, 10, 0, 0) + chrono::Duration::milliseconds(500)));
-    }
-
-    #[test]
-    fn the_reference_excluded_periods_test_in_utc() {
-        let (y, m, d) = THU;
-        let now = at(y, m, d, 14, 1, 30);
-        let two = parse_excluded_periods(&["09:13:17-11:15:18", "14:01:20-16:00:00"]).unwrap();
-        assert!(is_excluded(&two, now));
-        assert!(!is_excluded(&two, now - chrono::Duration::seconds(20))); // 14:01:10
-        assert!(is_excluded(&two, now - chrono::Duration::hours(4))); // 10:01:30
-
-        let hours = [period("* * 14-16 * * ?")];
-        assert!(is_excluded(&hours, now));
-        assert!(!is_excluded(&hours, now - chrono::Duration::seconds(100))); // 13:59:50
-
-        // Mondays and Thursdays, 14:01:20-16:00:00.
-        let mon_thu = [period("* * * ? * 2,5 && 14:01:20-16:00:00")];
-        assert!(is_excluded(&mon_thu, now));
-        assert!(!is_excluded(&mon_thu, now - chrono::Duration::days(1))); // Wednesday
-        assert!(is_excluded(&mon_thu, now - chrono::Duration::days(3))); // Monday
-        assert!(!is_excluded(&mon_thu, at(y, m, d, 16, 0, 1)));
-        assert!(!is_excluded(&mon_thu, at(y, m, d, 14, 1, 19)));
-        // The order of the two parts does not matter.
-        assert!(is_excluded(&[period("14:01:20-16:00:00&&* * * ? * MON,THU")], now));
-    }
-
-    #[test]
-    fn invalid_entries_get_the_reference_messages() {
-        let neither = |e: &str| ExcludedPeriodError::NeitherDailyNorCron {
-            expression: e.to_owned(),
-        };
-        let same = |e: &str| ExcludedPeriodError::SameKindTwice {
-            expression: e.to_owned(),
-        };
-        for e in [
-            "09:13:17-08:15:18",
-            "09:13:17-25:15:18",
-            "18:01:20-16:00:00",
-            "* * * ? * 2,5555",
-            "10:00-10:00",
-        ] {
-            assert_eq!(ExcludedPeriod::parse(e), Err(neither(e)), "{e}");
-        }
-        for e in [
-            "09:13:17-11:15:18 && 12:01:20-16:00:00",
-            "* * * ? * 2,5 && * * 11-13 * * ?",
-        ] {
-            assert_eq!(ExcludedPeriod::parse(e), Err(same(e)), "{e}");
-        }
-        let e = "* * * ? * 2,5 && 18:01:20-16:00:00";
-        assert_eq!(ExcludedPeriod::parse(e), Err(neither(e)));
-        let e = "10:00-11:00 && * * * ? * 2 && 12:00-13:00";
-        assert_eq!(
-            ExcludedPeriod::parse(e),
-            Err(ExcludedPeriodError::TooManyParts {
-                expression: e.to_owned()
-            })
-        );
-        assert_eq!(
-            ExcludedPeriod::parse("09:13:17-08:15:18").unwrap_err().to_string(),
-            "Invalid value 09:13:17-08:15:18 in the autoscaler config job.autoscaler.excluded.periods, the value is \
-             neither a valid daily expression nor a valid cron expression"
-        );
-        for e in [
-            "",
-            "garbage",
-            "10:00 - 11:00",
-            "10-11",
-            "10:00:00:00:00-11:00",
-            "-10:00",
-            "&&10:00-11:00",
-        ] {
-            assert!(ExcludedPeriod::parse(e).is_err(), "{e:?} should be rejected");
-        }
-        assert_eq!(
-            parse_excluded_periods(&["10:00-11:00", "bad"])
-                .unwrap_err()
-                .expression(),
-            "bad"
-        );
-    }
-
-    #[test]
-    fn split_quirks_follow_java() {
-        // A trailing "&&" or "-" leaves an empty last piece that String.split drops.
-        assert!(period("10:00-11:00&&").contains(at(2024, 1, 1, 10, 30, 0)));
-        assert!(period("10:00-11:00-").contains(at(2024, 1, 1, 10, 30, 0)));
-        // A bare "&&" has no part, so every instant is excluded, as in the reference.
-        assert!(period("&&").contains(at(2024, 1, 1, 0, 0, 0)));
     }
 
     #[test]
@@ -1063,7 +746,7 @@ mod tests {
         assert_eq!(stepped.iter().copied().collect::<Vec<_>>(), vec![1, 98, 195]);
         // The whole expression is then Quartz's error: `?` and a day-of-month holding NO_SPEC.
         let started = std::time::Instant::now();
-        assert!(ExcludedPeriod::parse("* * * 99-9946591 * ?").is_err());
+        assert!(QuartzCron::parse("* * * 99-9946591 * ?").is_err());
         assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
@@ -1102,18 +785,6 @@ mod tests {
             fn a_single_weekday_cron_matches_that_weekday_all_day(dow in 1u32..=7, now in instant()) {
                 let c = cron(&format!("* * * ? * {dow}"));
                 prop_assert_eq!(c.is_satisfied_by(now), now.weekday().number_from_sunday() == dow);
-            }
-
-            #[test]
-            fn a_daily_range_contains_exactly_its_times_of_day(
-                a in 0u32..86_400, b in 0u32..86_400, now in instant()
-            ) {
-                prop_assume!(a != b);
-                let (start, end) = (a.min(b), a.max(b));
-                let hms = |t: u32| format!("{}:{}:{}", t / 3600, t / 60 % 60, t % 60);
-                let p = period(&format!("{}-{}", hms(start), hms(end)));
-                let tod_ms = now.num_seconds_from_midnight() * 1000 + now.timestamp_subsec_millis();
-                prop_assert_eq!(p.contains(now), start * 1000 <= tod_ms && tod_ms <= end * 1000);
             }
         }
     }
