@@ -5,6 +5,7 @@
 pub use autoscaler_core as core;
 pub use autoscaler_metrics as metrics;
 pub use autoscaler_realizer as realizer;
+pub use autoscaler_sim as sim;
 pub use autoscaler_state as state;
 
 pub mod explain;
@@ -12,7 +13,6 @@ pub mod fuzzing;
 pub mod recording;
 pub mod replay;
 pub mod service;
-pub mod sim;
 pub mod status;
 
 /// The plugins a job's configuration can select (by the `.class` value) in `run` and in

@@ -4,10 +4,12 @@
 //! record; with a changed target utilization it diverges, and says where and why.
 
 use flink_autoscaler::core::record::{JobOutcome, VertexReason};
-use flink_autoscaler::recording::{Entry, Recorder, RecorderOptions, open_recording_file, read_recording_file};
+use flink_autoscaler::recording::{
+    DecisionPublisher, Entry, Recorder, RecorderOptions, RecordingCollector, open_recording_file, read_recording_file,
+};
 use flink_autoscaler::replay::recording::{RecordingReplay, WhatIf, render, replay_recording};
 use flink_autoscaler::sim::adapters::sim_instant;
-use flink_autoscaler::sim::harness::{SimAutoscaler, example_configuration};
+use flink_autoscaler::sim::harness::{SimAutoscaler, SimCollector, SimEventHandler, example_configuration};
 use flink_autoscaler::sim::{Simulator, workloads};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,7 +28,12 @@ fn recording() -> &'static Recorded {
         let _ = std::fs::remove_dir_all(&dir);
         let recorder = Arc::new(Recorder::new(&dir, RecorderOptions::default()).unwrap_or_else(|e| panic!("{e}")));
         let sim = Simulator::new(workloads::quickstart()).unwrap_or_else(|e| panic!("{e}"));
-        let mut auto = SimAutoscaler::recorded(sim, example_configuration(), Duration::from_secs(10), recorder.clone());
+        let hooks = recorder.clone();
+        let mut auto = SimAutoscaler::wrapped(sim, example_configuration(), Duration::from_secs(10), |c, h| {
+            let collector: SimCollector = Arc::new(RecordingCollector::new(c, hooks.clone()));
+            let handler: SimEventHandler = Arc::new(DecisionPublisher::new(h, None, Some(hooks)));
+            (collector, handler)
+        });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap_or_else(|e| panic!("{e}"));

@@ -12,9 +12,9 @@
 //! [`root_cause::explain`].
 //!
 //! ```
-//! use flink_autoscaler::sim::bottleneck::{TruthSettings, evaluate_case};
-//! use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimVertex};
-//! use flink_autoscaler::metrics::ShipStrategy;
+//! use autoscaler_sim::bottleneck::{TruthSettings, evaluate_case};
+//! use autoscaler_sim::{RateProfile, SimEdge, SimJob, SimVertex};
+//! use autoscaler_metrics::ShipStrategy;
 //!
 //! // 2,000 records/s into a sink that does 1,000/s.
 //! let job = SimJob::new("slow-sink")
@@ -26,11 +26,11 @@
 //! assert_eq!(outcome.predicted, outcome.truth);
 //! ```
 
-use super::engine::Simulator;
-use super::job::{SimEdge, SimVertex};
-use super::job::{SimError, SimJob};
-use super::profile::RateProfile;
-use super::workloads::Workload;
+use crate::engine::Simulator;
+use crate::job::{SimEdge, SimVertex};
+use crate::job::{SimError, SimJob};
+use crate::profile::RateProfile;
+use crate::workloads::Workload;
 use autoscaler_metrics::ShipStrategy::{Hash, Rebalance};
 use autoscaler_metrics::collection::{CollectionConfig, convert_to_scaling_metrics};
 use autoscaler_metrics::root_cause::{self, Explanation, Role};

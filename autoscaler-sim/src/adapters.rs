@@ -2,15 +2,15 @@
 //! and [`JobListFetcher`] seams the real Flink adapters implement, so `JobAutoScalerImpl` and the
 //! standalone loop run on it unchanged, against a [`SimClock`].
 
-use super::engine::{SimJobState, Simulator};
+use crate::engine::{SimJobState, Simulator};
 use autoscaler_core::async_trait;
 use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
+use autoscaler_core::config::parse_duration;
 use autoscaler_core::job_autoscaler::Clock;
 use autoscaler_core::{
     AutoScalerOptions, BasicJobContext, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
     ParallelismOverrides, RealizeError, ScalingRealizer,
 };
-use autoscaler_realizer::{CooldownConfig, SCALING_INTERVAL_MIN};
 use chrono::{DateTime, TimeZone, Utc};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -136,12 +136,31 @@ impl MetricsCollector<String, SimContext> for SimMetricsCollector {
     }
 }
 
+/// Flink 2.x: the adaptive scheduler's cooldown after a rescale.
+const COOLDOWN_AFTER_RESCALING: &str = "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling";
+/// Flink 1.x name of [`COOLDOWN_AFTER_RESCALING`], its deprecated fallback in 2.x.
+const SCALING_INTERVAL_MIN: &str = "jobmanager.adaptive-scheduler.scaling-interval.min";
+
+/// The cooldown the job's configuration gives Flink's adaptive scheduler: the first of
+/// [`COOLDOWN_AFTER_RESCALING`] and [`SCALING_INTERVAL_MIN`] that is set (`None`: neither is).
+fn configured_cooldown(conf: &Configuration) -> Result<Option<Duration>, RealizeError> {
+    [COOLDOWN_AFTER_RESCALING, SCALING_INTERVAL_MIN]
+        .into_iter()
+        .find_map(|key| conf.get(key).map(|value| (key, value)))
+        .map(|(key, value)| {
+            parse_duration(value).map_err(|reason| RealizeError::Refused(format!("invalid {key} '{value}': {reason}")))
+        })
+        .transpose()
+}
+
 /// Applies overrides as the rescale-API realizer does (reference §4.3: only vertices the job has,
 /// only when RUNNING, nothing sent when the requirements already match). The simulated adaptive
-/// scheduler then holds the new requirements until `scaling-interval.min` (the job configuration's
-/// `jobmanager.adaptive-scheduler.scaling-interval.min` if set, else the simulator's setting) after
-/// the job last started running, as Flink's does server-side. `scaling-interval.max` only matters
-/// when the cluster lacks slots, which the simulated cluster never does.
+/// scheduler then holds the new requirements until its cooldown has passed since the job last
+/// started running, as Flink's does server-side: the job configuration's
+/// `jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling` (Flink 2.x) or
+/// `jobmanager.adaptive-scheduler.scaling-interval.min` (1.x) if set, else the simulator's
+/// setting. `scaling-interval.max` only matters when the cluster lacks slots, which the simulated
+/// cluster never does.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SimScalingRealizer;
 
@@ -157,11 +176,10 @@ impl ScalingRealizer<String, SimContext> for SimScalingRealizer {
             return Ok(());
         }
         // Flink's adaptive scheduler reads its cooldown from the job's configuration.
-        let cooldown = CooldownConfig::from_configuration(ctx.configuration())
-            .map_err(|e| RealizeError::Refused(e.to_string()))?;
+        let cooldown = configured_cooldown(ctx.configuration())?;
         let mut sim = ctx.client.lock();
-        if ctx.configuration().contains_key(SCALING_INTERVAL_MIN) {
-            sim.set_scaling_interval_min(cooldown.min_interval);
+        if let Some(cooldown) = cooldown {
+            sim.set_scaling_interval_min(cooldown);
         }
         let mut changed = false;
         for (id, p) in overrides {
@@ -195,5 +213,21 @@ impl JobListFetcher<String, SimContext> for SimJobListFetcher {
             .iter()
             .map(|(handle, conf)| handle.context(base.overlay(conf)))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cooldown_comes_from_the_2x_key_then_the_1x_key() {
+        let both = Configuration::from_iter([(COOLDOWN_AFTER_RESCALING, "10 s"), (SCALING_INTERVAL_MIN, "1 min")]);
+        assert_eq!(configured_cooldown(&both).ok(), Some(Some(Duration::from_secs(10))));
+        let legacy = Configuration::from_iter([(SCALING_INTERVAL_MIN, "2 min")]);
+        assert_eq!(configured_cooldown(&legacy).ok(), Some(Some(Duration::from_secs(120))));
+        assert_eq!(configured_cooldown(&Configuration::new()).ok(), Some(None));
+        let bad = Configuration::from_iter([(SCALING_INTERVAL_MIN, "soon")]);
+        assert!(matches!(configured_cooldown(&bad), Err(RealizeError::Refused(m)) if m.contains(SCALING_INTERVAL_MIN)));
     }
 }

@@ -3,8 +3,8 @@
 //! Capacities are records per second per subtask; every job starts at parallelism 1 and every
 //! vertex has max parallelism 128 unless said otherwise.
 
-use super::job::{KeySkew, SimEdge, SimJob, SimSettings, SimVertex};
-use super::profile::RateProfile;
+use crate::job::{KeySkew, SimEdge, SimJob, SimSettings, SimVertex};
+use crate::profile::RateProfile;
 use autoscaler_metrics::ShipStrategy::{Forward, Hash, Rebalance};
 use std::time::Duration;
 

@@ -1,4 +1,7 @@
-//! A deterministic simulated Flink job to run the autoscaler against, and the harness that does so.
+//! # autoscaler-sim
+//!
+//! A deterministic simulated Flink job to run the autoscaler against, and the harness that does so
+//! (re-exported by the facade as `flink_autoscaler::sim`).
 //!
 //! - [`Simulator`]: a job of vertices with a per-subtask capacity, edges with ship strategies and
 //!   selectivities, sources with a [`RateProfile`] and a backlog; records move in small steps

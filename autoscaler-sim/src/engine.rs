@@ -18,8 +18,8 @@
 //! capacity), *backpressured* for the rest of the step when credit, not input, limited it, and
 //! *idle* for the rest of the step otherwise; the three add up to the step.
 
-use super::job::{KeySkew, SimError, SimJob};
-use super::rng::SplitMix64;
+use crate::job::{KeySkew, SimError, SimJob};
+use crate::rng::SplitMix64;
 use autoscaler_metrics::collection::{
     AggregatedMetric, FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics,
 };

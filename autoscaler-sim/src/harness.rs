@@ -1,12 +1,12 @@
 //! Runs the real autoscaler (`JobAutoScalerImpl`) on a [`Simulator`], cycle by cycle on simulated
 //! time, and measures how it converges: [`SimAutoscaler`], [`ConvergenceReport`].
 
-use super::adapters::{SimContext, SimHandle, SimMetricsCollector, SimScalingRealizer, sim_instant};
-use super::engine::Simulator;
+use crate::adapters::{SimContext, SimHandle, SimMetricsCollector, SimScalingRealizer, sim_instant};
+use crate::engine::Simulator;
 use autoscaler_core::async_trait;
 use autoscaler_core::job_autoscaler::{CycleOutcome, JobAutoScalerImpl};
 use autoscaler_core::plugins::PluginRegistry;
-use autoscaler_core::{AutoScalerEventHandler, AutoScalerStateStore, Configuration, EventType};
+use autoscaler_core::{AutoScalerEventHandler, AutoScalerStateStore, Configuration, EventType, MetricsCollector};
 use autoscaler_metrics::ScalingMetric;
 use autoscaler_state::InMemoryStateStore;
 use std::collections::BTreeMap;
@@ -134,6 +134,12 @@ impl CycleRecord {
     }
 }
 
+/// The metrics collector a [`SimAutoscaler`] collects through ([`SimAutoscaler::wrapped`]).
+pub type SimCollector = Arc<dyn MetricsCollector<String, SimContext>>;
+
+/// The event handler a [`SimAutoscaler`] reports through ([`SimAutoscaler::wrapped`]).
+pub type SimEventHandler = Arc<dyn AutoScalerEventHandler<String, SimContext>>;
+
 /// The autoscaler wired to a simulator: the real `JobAutoScalerImpl` with the simulator's
 /// collector and realizer, an in-memory state store and a recording event handler, on a clock
 /// that reads simulated time. Each [`cycle`](Self::cycle) advances the simulation by the control
@@ -150,39 +156,26 @@ pub struct SimAutoscaler {
 impl SimAutoscaler {
     /// An autoscaler for `sim` with `configuration`, cycling every `control_interval` of simulated time.
     pub fn new(sim: Simulator, configuration: Configuration, control_interval: Duration) -> Self {
-        Self::build(sim, configuration, control_interval, None)
+        Self::wrapped(sim, configuration, control_interval, |collector, handler| {
+            (collector, handler)
+        })
     }
 
-    /// As [`SimAutoscaler::new`], recording the job into `recorder` through the hooks
-    /// `flink-autoscaler run --record` installs: the collector wrapped in a
-    /// [`RecordingCollector`](crate::recording::RecordingCollector), the event handler in a
-    /// [`DecisionPublisher`](crate::recording::DecisionPublisher).
-    pub fn recorded(
+    /// As [`SimAutoscaler::new`], with the simulator's collector and the recording event handler
+    /// passed through `wrap` before the autoscaler gets them: how a caller installs hooks around
+    /// them (the facade's `flink-autoscaler run --record` wraps the collector in a recording
+    /// collector and the handler in a decision publisher). A wrapper that drops the handler it is
+    /// given leaves [`take_events`](Self::take_events) empty.
+    pub fn wrapped(
         sim: Simulator,
         configuration: Configuration,
         control_interval: Duration,
-        recorder: Arc<crate::recording::Recorder>,
+        wrap: impl FnOnce(SimCollector, SimEventHandler) -> (SimCollector, SimEventHandler),
     ) -> Self {
-        Self::build(sim, configuration, control_interval, Some(recorder))
-    }
-
-    fn build(
-        sim: Simulator,
-        configuration: Configuration,
-        control_interval: Duration,
-        recorder: Option<Arc<crate::recording::Recorder>>,
-    ) -> Self {
-        use crate::recording::{DecisionPublisher, RecordingCollector};
-        use autoscaler_core::MetricsCollector;
         let handle = SimHandle::new(sim);
         let store = Arc::new(InMemoryStateStore::new());
         let events = Arc::new(RecordingEventHandler::default());
-        let mut collector: Arc<dyn MetricsCollector<String, SimContext>> = Arc::new(SimMetricsCollector);
-        let mut handler: Arc<dyn AutoScalerEventHandler<String, SimContext>> = events.clone();
-        if let Some(recorder) = recorder {
-            collector = Arc::new(RecordingCollector::new(collector, recorder.clone()));
-            handler = Arc::new(DecisionPublisher::new(handler, None, Some(recorder)));
-        }
+        let (collector, handler) = wrap(Arc::new(SimMetricsCollector), events.clone());
         let autoscaler = JobAutoScalerImpl::new(collector, store.clone(), Arc::new(SimScalingRealizer), handler)
             .with_clock(Arc::new(handle.clock()));
         Self {
@@ -361,7 +354,7 @@ pub struct ConvergenceReport {
     /// Cycles that failed (their messages).
     pub errors: Vec<String>,
     /// Every rescale applied during the run.
-    pub rescales: Vec<super::engine::RescaleEvent>,
+    pub rescales: Vec<crate::engine::RescaleEvent>,
 }
 
 /// The convergence benchmark's one-line summary over every phase of every workload: the numbers
@@ -514,7 +507,7 @@ pub async fn measure_convergence(
 }
 
 /// Counts, over `rescales`, direction reversals per vertex and vertices with two or more.
-fn count_reversals(rescales: &[&super::engine::RescaleEvent]) -> (usize, usize) {
+fn count_reversals(rescales: &[&crate::engine::RescaleEvent]) -> (usize, usize) {
     let mut directions: BTreeMap<&str, Vec<i8>> = BTreeMap::new();
     for r in rescales {
         for (id, to) in &r.to {

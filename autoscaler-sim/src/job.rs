@@ -1,6 +1,6 @@
 //! The description of a simulated job: [`SimJob`], its vertices, edges, sources and settings.
 
-use super::profile::RateProfile;
+use crate::profile::RateProfile;
 use autoscaler_metrics::ShipStrategy;
 use std::time::Duration;
 
