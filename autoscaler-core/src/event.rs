@@ -3,7 +3,7 @@
 use crate::context::JobAutoScalerContext;
 use crate::state::ScalingSummary;
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId};
+use autoscaler_metrics::{ScalingMetric, VertexId, java};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -107,22 +107,6 @@ where
     }
 }
 
-/// Formats a double as Java's `%.2f`: half-up on the shortest decimal representation, `NaN`,
-/// `Infinity`, `-Infinity` for non-finite values.
-pub fn format_2f(value: f64) -> String {
-    if value.is_nan() {
-        "NaN".to_owned()
-    } else if value.is_infinite() {
-        if value > 0.0 {
-            "Infinity".to_owned()
-        } else {
-            "-Infinity".to_owned()
-        }
-    } else {
-        format!("{:.2}", autoscaler_metrics::round_half_up(value, 2))
-    }
-}
-
 /// The scaling report: `header` followed by one
 /// `{ Vertex ID <v> | Parallelism <cur> -> <new> | Processing capacity <tpr> -> <expected> | Target data rate <rate>}`
 /// entry per summary, concatenated without separator.
@@ -136,9 +120,9 @@ pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &s
             "{{ Vertex ID {v} | Parallelism {} -> {} | Processing capacity {} -> {} | Target data rate {}}}",
             s.current_parallelism,
             s.new_parallelism,
-            format_2f(tpr),
-            format_2f(expected),
-            format_2f(target)
+            java::format_2f(tpr),
+            java::format_2f(expected),
+            java::format_2f(target)
         ));
     }
     out
@@ -168,41 +152,12 @@ pub fn scaling_report_with_root_cause(
     report
 }
 
-/// Java's `String.hashCode`.
-fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0i32, |h, c| {
-        h.wrapping_mul(31).wrapping_add(i32::from(c as i16 as u16 as i16))
-    })
-}
-
 /// The message key the reference uses to deduplicate "disabled" scaling reports: the Java
 /// `Map.hashCode` of `{vertex -> "Parallelism <cur> -> <new>"}`, masked to a non-negative int.
 pub fn parallelism_hash_code(summaries: &BTreeMap<VertexId, ScalingSummary>) -> String {
     let hash = summaries.iter().fold(0i32, |acc, (v, s)| {
         let value = format!("Parallelism {} -> {}", s.current_parallelism, s.new_parallelism);
-        acc.wrapping_add(java_string_hash(v.as_str()) ^ java_string_hash(&value))
+        acc.wrapping_add(java::string_hash(v.as_str()) ^ java::string_hash(&value))
     });
     (hash & 0x7FFF_FFFF).to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn format_2f_rounds_half_up_on_shortest_decimal() {
-        assert_eq!(format_2f(0.125), "0.13");
-        assert_eq!(format_2f(2.675), "2.68");
-        assert_eq!(format_2f(10666.385), "10666.39");
-        assert_eq!(format_2f(3.0), "3.00");
-        assert_eq!(format_2f(f64::NAN), "NaN");
-        assert_eq!(format_2f(f64::NEG_INFINITY), "-Infinity");
-    }
-
-    #[test]
-    fn java_string_hash_matches_known_values() {
-        assert_eq!(java_string_hash(""), 0);
-        assert_eq!(java_string_hash("a"), 97);
-        assert_eq!(java_string_hash("hello"), 99_162_322);
-    }
 }

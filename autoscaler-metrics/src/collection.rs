@@ -13,6 +13,7 @@
 //! assert_eq!(compute_observed_tpr_with_backpressure(250.0, 750.0), 1000.0);
 //! ```
 
+use crate::java;
 use crate::{
     BusyTimeAggregator, CollectedMetrics, JobTopology, MetricHistory, MetricValues, ScalingMetric, VertexId,
     metric_average, round_metric,
@@ -184,11 +185,11 @@ impl AggregatedMetric {
     /// ```
     pub fn merge(&self, other: &Self) -> Self {
         Self {
-            min: java_min(self.min, other.min),
-            max: java_max(self.max, other.max),
+            min: java::min(self.min, other.min),
+            max: java::max(self.max, other.max),
             avg: f64::NAN,
             sum: self.sum + other.sum,
-            skew: java_max(self.skew, other.skew),
+            skew: java::max(self.skew, other.skew),
         }
     }
 
@@ -200,14 +201,6 @@ impl AggregatedMetric {
             BusyTimeAggregator::Avg => self.avg,
         }
     }
-}
-
-fn java_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
-}
-
-fn java_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
 }
 
 /// The aggregated Flink metrics of one vertex (or of the task managers).
@@ -367,9 +360,8 @@ fn records_by_fallback(
         }
     }
     match records {
-        // Java's Math.max(0, NaN) is NaN; f64::max would drop it.
-        Some(m) if m.sum.is_nan() => f64::NAN,
-        Some(m) => m.sum.max(0.0),
+        // Math.max(0, sum): a NaN sum stays NaN (f64::max would drop it).
+        Some(m) => java::max(0.0, m.sum),
         None => f64::NAN,
     }
 }

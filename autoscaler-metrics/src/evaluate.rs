@@ -7,6 +7,7 @@
 //! accumulators, so no per-sample map lookup happens.
 
 use crate::history_stats::{AverageAccumulator, RateAccumulator};
+use crate::java;
 use crate::{
     BusyTimeAggregator, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, MetricHistory,
     MetricValues, MetricsError, ScalingMetric, VertexId, VertexInfo,
@@ -173,7 +174,7 @@ pub fn target_processing_capacity(
         return f64::NAN;
     }
     let catch_up_secs = config.catch_up_duration.as_secs() as f64;
-    let utilization = java_min(1.0, java_max(0.0, target_utilization));
+    let utilization = java::min(1.0, java::max(0.0, target_utilization));
     let target_rate = metrics.get_or_absent(ScalingMetric::TargetDataRate).average;
     if target_rate.is_nan() {
         return f64::NAN;
@@ -186,7 +187,7 @@ pub fn target_processing_capacity(
     } else {
         target_rate * config.restart_time.as_secs() as f64 / catch_up_secs
     };
-    java_round(catch_up_rate + restart_catch_up_rate + target_rate / utilization)
+    java::round(catch_up_rate + restart_catch_up_rate + target_rate / utilization)
 }
 
 /// Whether two vertex ids are equal: the same allocation (ids cloned from one another), or the same
@@ -473,7 +474,7 @@ fn source_data_rates(
     info: &VertexInfo,
     config: &EvaluationConfig,
 ) -> Result<(f64, f64), MetricsError> {
-    let ingestion_rate = java_max(0.0, window.input_rate(v) + window.vertices[v].lag.rate());
+    let ingestion_rate = java::max(0.0, window.input_rate(v) + window.vertices[v].lag.rate());
     if ingestion_rate.is_nan() {
         return Err(MetricsError::MissingIngestionRate {
             vertex: info.id.clone(),
@@ -671,46 +672,6 @@ pub fn true_processing_rate_estimates(
             )
         })
         .collect()
-}
-
-/// Java `Math.max(a, b)`: NaN if either is NaN, and +0.0 above −0.0.
-fn java_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == b {
-        // Only differs from `a` for (−0.0, +0.0): prefer the positive zero.
-        if a.is_sign_negative() { b } else { a }
-    } else if a > b {
-        a
-    } else {
-        b
-    }
-}
-
-/// Java `Math.min(a, b)`: NaN if either is NaN, and −0.0 below +0.0.
-fn java_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == b {
-        if a.is_sign_negative() { a } else { b }
-    } else if a < b {
-        a
-    } else {
-        b
-    }
-}
-
-/// Java `Math.round(double)` widened back to `double`: the closest integer with ties towards +Inf,
-/// NaN as 0, and saturation at the `long` range (so +Inf becomes 2^63).
-fn java_round(x: f64) -> f64 {
-    if x.is_nan() {
-        return 0.0;
-    }
-    let floor = x.floor();
-    // `x - floor` is exact for every double with a fractional part.
-    let rounded = if x - floor >= 0.5 { floor + 1.0 } else { floor };
-    // `+ 0.0` turns −0.0 into 0.0: a Java long has no negative zero.
-    (rounded + 0.0).clamp(i64::MIN as f64, i64::MAX as f64)
 }
 
 #[cfg(test)]
@@ -1315,23 +1276,6 @@ mod tests {
         assert_eq!(target_processing_capacity(&both, &config, 0.8, true), 142.0);
         // A NaN utilization behaves as Java's: NaN arithmetic, then Math.round(NaN) = 0.
         assert_eq!(target_processing_capacity(&both, &config, f64::NAN, false), 0.0);
-    }
-
-    #[test]
-    fn java_rounding_semantics() {
-        assert_eq!(java_round(2.5), 3.0);
-        assert_eq!(java_round(-2.5), -2.0);
-        assert_eq!(java_round(1127.78), 1128.0);
-        assert_eq!(java_round(0.499_999_999_999_999_94), 0.0);
-        assert_eq!(java_round(f64::NAN), 0.0);
-        assert_eq!(java_round(f64::INFINITY), 9.223_372_036_854_776e18);
-        assert_eq!(java_round(f64::NEG_INFINITY), -9.223_372_036_854_776e18);
-        assert!(java_round(-0.2).is_sign_positive());
-        assert!(java_max(0.0, f64::NAN).is_nan());
-        assert!(java_max(0.0, -0.0).is_sign_positive());
-        assert!(java_min(0.0, -0.0).is_sign_negative());
-        assert_eq!(java_max(0.0, -3.0), 0.0);
-        assert_eq!(java_min(1.0, 0.9), 0.9);
     }
 
     // --- global metrics ---

@@ -18,6 +18,7 @@ mod topology;
 mod window;
 
 pub mod collection;
+pub mod java;
 pub mod json_number;
 pub mod root_cause;
 pub mod time;
@@ -33,7 +34,7 @@ pub use evaluated::EvaluatedMetrics;
 pub use history_stats::{metric_average, metric_rate};
 pub use metric::{
     BusyTimeAggregator, EvaluatedScalingMetric, EvaluatedVertexMetrics, METRIC_COUNT, MetricMap, MetricSlot,
-    MetricValues, ScalingMetric, round_half_up, round_metric,
+    MetricValues, ScalingMetric, round_metric,
 };
 pub use topology::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexInfo, VertexSpec};
 pub use window::{WindowStatus, apply_window, discard_before_restart, voids_history, window_and_trim, window_status};

@@ -314,94 +314,8 @@ pub fn round_metric(value: f64) -> f64 {
     if !value.is_finite() {
         return value;
     }
-    let rounded = round_half_up(value, 3);
+    let rounded = crate::java::round_half_up(value, 3);
     if rounded == 0.0 { value } else { rounded }
-}
-
-/// Rounds `value` half-up (away from zero on a tie) to `decimals` places, deciding ties on the
-/// shortest decimal representation of the double (as Java's `BigDecimal.valueOf(x).setScale(n, HALF_UP)`).
-pub fn round_half_up(value: f64, decimals: u32) -> f64 {
-    if !value.is_finite() {
-        return value;
-    }
-    if let Some(rounded) = round_half_up_fast(value, decimals) {
-        return rounded;
-    }
-    round_half_up_by_digits(value, decimals)
-}
-
-/// Allocation-free [`round_half_up`] for the common case: `|value| * 10^decimals` is computed in
-/// binary, and when it is clearly away from a `.5` tie its rounding is the same as that of the
-/// shortest decimal representation (both lie within a few ulps of the exact product). Returns `None`
-/// near a tie or for magnitudes where the product is not exact enough, leaving those to the digit path.
-fn round_half_up_fast(value: f64, decimals: u32) -> Option<f64> {
-    // 10^d is exact in binary up to d = 22; keep the scaled value below 2^52 so that its fraction is exact.
-    const MAX_SCALED: f64 = 4_503_599_627_370_496.0;
-    if decimals > 15 {
-        return None;
-    }
-    let scale = 10f64.powi(decimals as i32);
-    let scaled = value.abs() * scale;
-    if scaled >= MAX_SCALED {
-        return None;
-    }
-    let floor = scaled.floor();
-    let fraction = scaled - floor;
-    // The binary product and the shortest decimal's product differ by at most ~3 ulps of `scaled`.
-    let margin = 16.0 * f64::EPSILON * scaled.max(1.0);
-    if (fraction - 0.5).abs() <= margin {
-        return None;
-    }
-    let units = if fraction > 0.5 { floor + 1.0 } else { floor };
-    // `units` is an exact integer, so this division is the correctly rounded `units e-decimals`.
-    Some((units / scale).copysign(value))
-}
-
-/// [`round_half_up`] on the decimal digits of the shortest representation.
-fn round_half_up_by_digits(value: f64, decimals: u32) -> f64 {
-    // Rust's `Display` for f64 prints the shortest representation that round-trips, like Java's
-    // `Double.toString` digits; rounding the decimal string avoids binary-representation ties.
-    let repr = format!("{:e}", value.abs());
-    let (mantissa, exp) = match repr.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (repr.as_str(), 0),
-    };
-    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0').collect();
-    // value = 0.d1d2d3... x 10^(exp+1)
-    let point = exp + 1; // number of digits before the decimal point
-    let keep = point + decimals as i32; // number of leading digits to keep
-    if keep < 0 {
-        return 0.0_f64.copysign(value);
-    }
-    let keep = keep as usize;
-    let mut kept: Vec<u8> = digits.iter().copied().take(keep).collect();
-    while kept.len() < keep {
-        kept.push(0);
-    }
-    let round_up = digits.get(keep).is_some_and(|d| *d >= 5);
-    if round_up {
-        let mut i = kept.len();
-        loop {
-            if i == 0 {
-                kept.insert(0, 1);
-                break;
-            }
-            i -= 1;
-            if kept[i] == 9 {
-                kept[i] = 0;
-            } else {
-                kept[i] += 1;
-                break;
-            }
-        }
-    }
-    let mut int: u128 = 0;
-    for d in &kept {
-        int = int.saturating_mul(10).saturating_add(u128::from(*d));
-    }
-    let text = format!("{int}e-{decimals}");
-    let magnitude: f64 = text.parse().unwrap_or(value.abs());
-    magnitude.copysign(value)
 }
 
 #[cfg(test)]
@@ -427,33 +341,6 @@ mod tests {
         assert_eq!(round_metric(0.0001), 0.0001);
         assert_eq!(round_metric(1_408_596_540.0), 1_408_596_540.0);
         assert_eq!(round_metric(f64::INFINITY), f64::INFINITY);
-        assert_eq!(round_half_up(0.125, 2), 0.13);
-        assert_eq!(round_half_up(2.675, 2), 2.68);
-        assert_eq!(round_half_up(9.9995, 3), 10.0);
-        assert_eq!(round_half_up(1e-7, 3), 0.0);
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn fast_rounding_agrees_with_digit_rounding(
-            x in proptest::prop_oneof![-1.0e7..1.0e7f64, -1.0..1.0f64, proptest::num::f64::NORMAL],
-            decimals in 0u32..7,
-        ) {
-            if let Some(fast) = round_half_up_fast(x, decimals) {
-                proptest::prop_assert_eq!(fast.to_bits(), round_half_up_by_digits(x, decimals).to_bits());
-            }
-        }
-
-        #[test]
-        fn fast_rounding_agrees_near_ties(units in -10_000_000_000i64..10_000_000_000, ulps in -40i64..40) {
-            // Values within a few ulps of a 3-decimal tie `units.5 / 1000`.
-            let tie = (units as f64 + 0.5) / 1000.0;
-            let x = f64::from_bits((tie.to_bits() as i64 + ulps) as u64);
-            if let Some(fast) = round_half_up_fast(x, 3) {
-                proptest::prop_assert_eq!(fast.to_bits(), round_half_up_by_digits(x, 3).to_bits());
-            }
-            proptest::prop_assert_eq!(round_half_up(x, 3).to_bits(), round_half_up_by_digits(x, 3).to_bits());
-        }
     }
 
     #[test]

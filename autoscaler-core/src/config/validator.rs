@@ -22,6 +22,7 @@
 use super::excluded_periods::{ExcludedPeriod, ExcludedPeriodError};
 use super::options::{AUTOSCALER_PREFIX, AutoScalerOptions, OptionsError, option_keys};
 use super::syntax::{Configuration, parse_bool, parse_double, parse_list};
+use autoscaler_metrics::java;
 
 /// Why the options are rejected. The first three variants are the reference's validation messages
 /// (the standalone loop reports them as an `AutoScaler Options Validation` warning and skips the
@@ -62,7 +63,7 @@ pub enum ValidationError {
 }
 
 fn java_bound(bound: Option<f64>, open: &str) -> String {
-    bound.map_or_else(|| open.to_owned(), java_double_to_string)
+    bound.map_or_else(|| open.to_owned(), java::double_to_string)
 }
 
 /// Validates the autoscaler options of `conf` as the reference's standalone executor does before
@@ -236,54 +237,6 @@ fn check_excluded_periods(conf: &Configuration) -> Result<Option<ValidationError
         .iter()
         .find_map(|e| ExcludedPeriod::parse(e).err())
         .map(ValidationError::from))
-}
-
-/// Java's `Double.toString`: `NaN`, `Infinity`, `-Infinity`, `0.0`; plain decimal notation with at
-/// least one fractional digit for magnitudes in [10^-3, 10^7); otherwise `d.dddE±n`. The digits are
-/// the shortest that round-trip (as in current JDKs).
-fn java_double_to_string(x: f64) -> String {
-    if x.is_nan() {
-        return "NaN".to_owned();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
-    }
-    let sign = if x < 0.0 { "-" } else { "" };
-    // `{:e}` gives the shortest round-tripping digits as `d.ddde<exp>`.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let magnitude = x.abs();
-    if (1e-3..1e7).contains(&magnitude) {
-        let point = exponent + 1; // digits before the decimal point
-        let (int_part, frac_part) = if point <= 0 {
-            (
-                "0".to_owned(),
-                format!("{}{digits}", "0".repeat(point.unsigned_abs() as usize)),
-            )
-        } else {
-            let point = point as usize;
-            if digits.len() <= point {
-                (format!("{digits:0<point$}"), String::new())
-            } else {
-                (digits[..point].to_owned(), digits[point..].to_owned())
-            }
-        };
-        let frac_part = if frac_part.is_empty() {
-            "0".to_owned()
-        } else {
-            frac_part
-        };
-        format!("{sign}{int_part}.{frac_part}")
-    } else {
-        let (first, rest) = digits.split_at(1);
-        let rest = if rest.is_empty() { "0" } else { rest };
-        format!("{sign}{first}.{rest}E{exponent}")
-    }
 }
 
 #[cfg(test)]
@@ -522,26 +475,5 @@ mod tests {
             ]),
             range("utilization.target", "0.0", "1.0")
         );
-    }
-
-    #[test]
-    fn java_double_formatting() {
-        for (x, s) in [
-            (0.0, "0.0"),
-            (1.0, "1.0"),
-            (0.01, "0.01"),
-            (0.001, "0.001"),
-            (0.0001, "1.0E-4"),
-            (0.7, "0.7"),
-            (123.456, "123.456"),
-            (9_999_999.0, "9999999.0"),
-            (10_000_000.0, "1.0E7"),
-            (1.5e10, "1.5E10"),
-            (-2.5, "-2.5"),
-            (f64::NAN, "NaN"),
-            (f64::NEG_INFINITY, "-Infinity"),
-        ] {
-            assert_eq!(java_double_to_string(x), s, "{x}");
-        }
     }
 }

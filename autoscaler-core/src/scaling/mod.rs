@@ -36,11 +36,9 @@
 //! ```
 
 mod alignment;
-mod capacity;
 mod delayed_scale_down;
 mod executor;
 mod history;
-mod java_format;
 mod report;
 mod vertex_scaler;
 
@@ -50,7 +48,6 @@ pub use history::{
     max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,
     trim_scaling_history, trim_scaling_tracking,
 };
-pub use java_format::{java_double_to_string, java_list_to_string};
 
 use crate::config::AutoScalerOptions;
 use crate::event::EventType;

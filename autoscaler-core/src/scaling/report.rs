@@ -2,14 +2,13 @@
 //! intervals (anchor §3).
 
 use super::CycleEvent;
-use super::java_format::{java_double_to_string, java_list_to_string};
 use crate::config::AutoScalerOptions;
 use crate::event::{
     EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED,
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, scaling_report,
 };
 use crate::state::ScalingSummary;
-use autoscaler_metrics::VertexId;
+use autoscaler_metrics::{VertexId, java};
 use std::collections::BTreeMap;
 
 /// Reason of the memory pressure event.
@@ -58,7 +57,7 @@ fn event(
 pub(crate) fn gc_pressure_event(gc_pressure: f64, options: &AutoScalerOptions) -> CycleEvent {
     let message = format!(
         "GC Pressure {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
-        java_double_to_string(gc_pressure)
+        java::double_to_string(gc_pressure)
     );
     event(
         EventType::Normal,
@@ -73,7 +72,7 @@ pub(crate) fn gc_pressure_event(gc_pressure: f64, options: &AutoScalerOptions) -
 pub(crate) fn heap_usage_event(heap_usage: f64, options: &AutoScalerOptions) -> CycleEvent {
     let message = format!(
         "Heap Usage {} is above the allowed limit for scaling operations. Please adjust the available memory manually.",
-        java_double_to_string(heap_usage)
+        java::double_to_string(heap_usage)
     );
     event(
         EventType::Normal,
@@ -153,7 +152,7 @@ pub(crate) fn excluded_period_header(options: &AutoScalerOptions) -> String {
     format!(
         "{SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED}job.autoscaler.excluded.periods:{}, recommended \
          parallelism change:",
-        java_list_to_string(&options.excluded_periods)
+        java::list_to_string(&options.excluded_periods)
     )
 }
 

@@ -2,15 +2,16 @@
 //! `JobVertexScaler.computeScaleTargetParallelism`, anchor §2.4).
 
 use super::alignment::{AlignmentContext, AlignmentResult, align};
-use super::capacity::target_processing_capacity;
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
-use super::java_format::{ceil_decimal, java_double_to_string};
 use super::report;
 use super::{CycleEvent, VertexConstraint};
 use crate::config::AutoScalerOptions;
 use crate::plugins::DecisionHooks;
 use crate::state::{DelayedScaleDown, ScalingSummary};
-use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId, VertexInfo};
+use autoscaler_metrics::{
+    EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId, VertexInfo, java,
+    target_processing_capacity,
+};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -101,10 +102,9 @@ pub(crate) fn compute_scale_target_parallelism<P: DecisionHooks>(
     }
     let target_capacity = target_processing_capacity(
         input.metrics,
-        options,
+        &options.evaluation_config(input.restart_time),
         options.utilization_target,
         true,
-        input.restart_time,
     );
     if target_capacity.is_nan() {
         return Ok(unchanged);
@@ -304,8 +304,8 @@ fn ineffective_scale_up(
     let blocking = input.options.scaling_effectiveness_detection_enabled;
     events.push(report::ineffective_scaling_event(
         input.vertex,
-        &java_double_to_string(expected_increase),
-        &java_double_to_string(actual_increase),
+        &java::double_to_string(expected_increase),
+        &java::double_to_string(actual_increase),
         blocking,
         input.options,
     ));
@@ -347,7 +347,7 @@ pub(crate) fn observed_scaling_coefficient(
         return 1.0;
     }
     let clamped = alpha.min(1.0).max(options.observed_scalability_coefficient_min);
-    ceil_decimal(clamped, 2)
+    java::round_ceiling(clamped, 2)
 }
 
 /// β: the rate per subtask of the most recent summary with the smallest parallelism; a summary at

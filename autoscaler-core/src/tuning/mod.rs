@@ -450,8 +450,7 @@ pub fn network_memory_need(
 pub fn scale_down_compensation_factor(slots_used: i32, slots_after: i32, slots_per_task_manager: i32) -> f64 {
     let task_managers = |slots: i32| java_int((f64::from(slots) / f64::from(slots_per_task_manager)).ceil());
     let factor = f64::from(task_managers(slots_used)) / f64::from(task_managers(slots_after));
-    // Java's Math.max propagates NaN.
-    if factor.is_nan() { factor } else { factor.max(1.0) }
+    autoscaler_metrics::java::max(factor, 1.0)
 }
 
 /// Java `(long)` of a global metric's average (NaN -> 0); a negative usage counts as 0 (the
