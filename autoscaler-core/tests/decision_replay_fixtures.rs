@@ -23,10 +23,11 @@ use std::time::Duration;
 /// Config keys the bench scenarios set; neither influences the decision stage.
 const WINDOW_KEYS: [&str; 2] = ["job.autoscaler.metrics.window", "job.autoscaler.stabilization.interval"];
 
+/// A bench scenario or its expected result: they live once in the repository, with the
+/// workspace's bench fixtures (`tests/fixtures/bench/`).
 fn fixture_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("fixtures")
+        .join("../tests/fixtures/bench")
         .join(name)
 }
 
@@ -386,10 +387,7 @@ fn dag_100_decision_matches_the_reference() {
     check_scenario(&fixture_path("dag-100.json"), &fixture_path("dag-100.expected.json"));
 }
 
-/// The 1000-vertex bench scenario (9 MB) lives once in the repository, with the workspace's bench
-/// fixtures.
 #[test]
 fn dag_1000_decision_matches_the_reference() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bench");
-    check_scenario(&dir.join("dag-1000.json"), &dir.join("dag-1000.expected.json"));
+    check_scenario(&fixture_path("dag-1000.json"), &fixture_path("dag-1000.expected.json"));
 }

@@ -24,8 +24,11 @@ fn median_micros(mut run: impl FnMut(), iterations: usize) -> f64 {
 #[test]
 #[ignore = "timing only; run in release with --ignored --nocapture"]
 fn time_window_and_evaluate() {
-    let mut paths = vec![fixture("chain-10.json"), fixture("dag-100.json")];
-    paths.push(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bench/dag-1000.json"));
+    let paths = [
+        fixture("chain-10.json"),
+        fixture("dag-100.json"),
+        fixture("dag-1000.json"),
+    ];
     let config = EvaluationConfig::default();
     for path in paths {
         let scenario = load_scenario(&path);

@@ -32,12 +32,8 @@ fn diff(scope: &str, actual: &EvaluatedVertexMetrics, expected: &EvaluatedVertex
 }
 
 fn assert_matches_reference(name: &str) {
-    assert_matches_reference_in(&fixture(""), name);
-}
-
-fn assert_matches_reference_in(dir: &std::path::Path, name: &str) {
-    let mut scenario = load_scenario(&dir.join(format!("{name}.json")));
-    let expected = load_expected(&dir.join(format!("{name}.expected.json")));
+    let mut scenario = load_scenario(&fixture(&format!("{name}.json")));
+    let expected = load_expected(&fixture(&format!("{name}.expected.json")));
     let status = apply_window(
         &mut scenario.history,
         scenario.running_since,
@@ -85,9 +81,7 @@ fn dag_100_evaluation_matches_reference() {
     assert_matches_reference("dag-100");
 }
 
-/// dag-1000 (9 MB) lives once in the repository, with the workspace's bench fixtures.
 #[test]
 fn dag_1000_evaluation_matches_reference() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bench");
-    assert_matches_reference_in(&dir, "dag-1000");
+    assert_matches_reference("dag-1000");
 }

@@ -85,8 +85,12 @@ pub struct Evaluated {
     pub global: EvaluatedVertexMetrics,
 }
 
+/// A bench scenario or its expected result: they live once in the repository, with the
+/// workspace's bench fixtures (`tests/fixtures/bench/`).
 pub fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/bench")
+        .join(name)
 }
 
 pub fn load_scenario(path: &Path) -> Scenario {
