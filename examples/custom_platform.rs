@@ -214,7 +214,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(AcmeReplicas),
         Arc::new(AcmeFeed),
     )
-    .with_clock(Arc::new(api.0.clock()));
+    .with_clock(api.0.clock());
     let pipelines = AcmePipelines(api.clone());
     for _ in 0..(20 * 6) {
         api.0.advance(Duration::from_secs(10)); // one control-loop tick of simulated time

@@ -9,8 +9,8 @@ use autoscaler_core::{
     AutoScalerStateStore, CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, JobStatus,
     scaling::{BlockReason, DecisionOutcome},
 };
-use chrono::Duration;
 use std::sync::Arc;
+use std::time::Duration;
 use support::{harness, lock};
 
 #[tokio::test]
@@ -137,12 +137,11 @@ async fn cleanup_forgets_the_job_completely_even_in_a_durable_store() {
     let url = format!("sqlite:{}", dir.join("state.db").display());
     let h = harness();
     let store = Arc::new(autoscaler_state::open_state_store(&url).await.expect("sqlite store"));
-    let c = h.clock.clone();
     let autoscaler = JobAutoScalerImpl::new(h.job.clone(), store.clone(), h.realizer.clone(), h.events.clone())
-        .with_clock(Arc::new(move || *lock(&c)));
+        .with_clock(h.clock.clone());
     for _ in 0..5 {
         autoscaler.run_cycle(&h.ctx).await.expect("cycle");
-        *lock(&h.clock) += Duration::seconds(30);
+        h.clock.advance(Duration::from_secs(30));
     }
     assert!(!store.get_scaling_history(&h.ctx).await.expect("history").is_empty());
     autoscaler.cleanup(&"job-1".to_owned()).await;

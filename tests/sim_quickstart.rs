@@ -38,7 +38,7 @@ async fn the_standalone_loop_scales_the_simulated_job() {
         Arc::new(SimScalingRealizer),
         events.clone(),
     )
-    .with_clock(Arc::new(handle.clock()));
+    .with_clock(handle.clock());
     let mut control_loop = StandaloneAutoscaler::new(
         Arc::new(fetcher),
         Arc::new(autoscaler),

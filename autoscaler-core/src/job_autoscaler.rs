@@ -1,6 +1,7 @@
 //! [`JobAutoScalerImpl`]: one autoscaler cycle per call — collect, evaluate, decide, realize, persist.
 
 use crate::autoscaler::{AutoscalerError, JobAutoScaler};
+use crate::clock::{Clock, SystemClock};
 use crate::collector::{CollectError, MetricsCollector};
 use crate::config::AutoScalerOptions;
 use crate::context::GaugeKind;
@@ -14,7 +15,6 @@ use crate::scaling::DecisionOutcome;
 use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
 use async_trait::async_trait;
 use autoscaler_metrics::{ScalingMetric, VertexId};
-use chrono::{DateTime, Utc};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -23,28 +23,6 @@ pub const AUTOSCALER_ERROR_REASON: &str = "AutoscalerError";
 
 /// Config key of the user's own parallelism overrides (`vertex:parallelism,...`).
 pub const PIPELINE_PARALLELISM_OVERRIDES: &str = "pipeline.jobvertex-parallelism-overrides";
-
-/// A source of "now" for the cycle; inject a fixed or simulated clock in tests and simulations.
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-impl<F: Fn() -> DateTime<Utc> + Send + Sync> Clock for F {
-    fn now(&self) -> DateTime<Utc> {
-        self()
-    }
-}
 
 /// What one call of [`JobAutoScalerImpl::run_cycle`] did.
 #[derive(Debug, Clone, PartialEq)]

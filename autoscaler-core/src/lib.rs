@@ -7,6 +7,7 @@
 //! standalone control loop.
 
 pub mod autoscaler;
+mod clock;
 pub mod collector;
 pub mod config;
 pub mod context;
@@ -26,6 +27,7 @@ pub mod tuning;
 /// Re-exported so platforms (and the facade's simulator and examples) implement the traits without a direct dependency.
 pub use async_trait::async_trait;
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 pub use config::{AlignmentMode, AutoScalerOptions, Configuration, OptionsError};
 pub use context::{
@@ -33,7 +35,7 @@ pub use context::{
 };
 pub use event::{AutoScalerEventHandler, EventType};
 pub use event_logging::LoggingEventHandler;
-pub use job_autoscaler::{Clock, CycleOutcome, JobAutoScalerImpl, SystemClock};
+pub use job_autoscaler::{CycleOutcome, JobAutoScalerImpl};
 pub use realizer::{RealizeError, ScalingRealizer};
 pub use standalone::{ControlLoopOptions, CycleReport, OptionsValidator, StandaloneAutoscaler, ValidationRejection};
 pub use state::{

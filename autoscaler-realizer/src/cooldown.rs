@@ -31,13 +31,12 @@
 //! held (or is retried on the next call).
 //!
 //! Time comes from an injectable [`Clock`] (the core's, shared with `JobAutoScalerImpl`); tests and
-//! simulations use [`ManualClock`].
+//! simulations use the core's [`ManualClock`](autoscaler_core::ManualClock).
 
 use async_trait::async_trait;
-pub use autoscaler_core::{Clock, SystemClock};
 use autoscaler_core::{
-    ConfigChanges, Configuration, JobAutoScalerContext, OptionsError, ParallelismOverrides, RealizeError,
-    ScalingRealizer,
+    Clock, ConfigChanges, Configuration, JobAutoScalerContext, OptionsError, ParallelismOverrides, RealizeError,
+    ScalingRealizer, SystemClock,
 };
 use autoscaler_metrics::time::add_saturating;
 use chrono::{DateTime, Utc};
@@ -51,36 +50,6 @@ use crate::options::{
     COOLDOWN_AFTER_RESCALING, RESCALE_TRIGGER_MAX_DELAY, RESOURCE_STABILIZATION_TIMEOUT, SCALING_INTERVAL_MAX,
     SCALING_INTERVAL_MIN, optional_duration,
 };
-
-/// A clock that only moves when told to (tests and simulations).
-#[derive(Debug)]
-pub struct ManualClock {
-    now: Mutex<DateTime<Utc>>,
-}
-
-impl ManualClock {
-    /// A clock standing at `start`.
-    pub fn new(start: DateTime<Utc>) -> Self {
-        Self { now: Mutex::new(start) }
-    }
-
-    /// Moves the clock to `at`.
-    pub fn set(&self, at: DateTime<Utc>) {
-        *lock(&self.now) = at;
-    }
-
-    /// Moves the clock forward by `by`.
-    pub fn advance(&self, by: Duration) {
-        let mut now = lock(&self.now);
-        *now = add_saturating(*now, by);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *lock(&self.now)
-    }
-}
 
 /// The cooldown intervals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -588,7 +557,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::BasicJobContext;
+    use autoscaler_core::{BasicJobContext, ManualClock};
     use autoscaler_metrics::VertexId;
     use chrono::TimeZone;
 

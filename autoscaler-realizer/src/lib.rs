@@ -102,8 +102,7 @@ pub mod yarn;
 pub use collector::RestMetricsCollector;
 pub use context::FlinkRestContext;
 pub use cooldown::{
-    Clock, CooldownConfig, CooldownRealizer, IN_FLIGHT_GRACE, InFlight, ManualClock, RescaleInFlightGuard, SystemClock,
-    parallelism_applied,
+    CooldownConfig, CooldownRealizer, IN_FLIGHT_GRACE, InFlight, RescaleInFlightGuard, parallelism_applied,
 };
 pub use fetcher::FlinkClusterJobListFetcher;
 pub use options::{

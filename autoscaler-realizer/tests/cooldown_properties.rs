@@ -3,9 +3,11 @@
 //! forces a held request), and always delivers the last request once the requests stop.
 
 use async_trait::async_trait;
-use autoscaler_core::{BasicJobContext, Configuration, ParallelismOverrides, RealizeError, ScalingRealizer};
+use autoscaler_core::{
+    BasicJobContext, Clock, Configuration, ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
+};
 use autoscaler_metrics::VertexId;
-use autoscaler_realizer::{CooldownConfig, CooldownRealizer, ManualClock};
+use autoscaler_realizer::{CooldownConfig, CooldownRealizer};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -31,7 +33,6 @@ impl ScalingRealizer<String, Ctx> for Forward {
         overrides: &ParallelismOverrides,
     ) -> Result<(), RealizeError> {
         let value = overrides.values().next().copied().unwrap_or(0);
-        use autoscaler_realizer::Clock;
         if let Ok(mut calls) = self.recorder.calls.lock() {
             calls.push((self.clock.now(), value));
         }

@@ -3,12 +3,12 @@
 //! the mark expires, and a vanished job's cooldown entry is dropped.
 
 use autoscaler_core::{
-    AutoscalerError, BasicJobContext, Configuration, JobAutoScaler, ParallelismOverrides, RealizeError,
+    AutoscalerError, BasicJobContext, Configuration, JobAutoScaler, ManualClock, ParallelismOverrides, RealizeError,
     ScalingRealizer, async_trait,
 };
 use autoscaler_metrics::VertexId;
 use autoscaler_realizer::{
-    CooldownConfig, CooldownRealizer, FlinkRestClient, InFlight, ManualClock, RescaleInFlightGuard, RestClientConfig,
+    CooldownConfig, CooldownRealizer, FlinkRestClient, InFlight, RescaleInFlightGuard, RestClientConfig,
 };
 use chrono::{TimeZone, Utc};
 use serde_json::json;

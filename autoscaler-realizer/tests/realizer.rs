@@ -3,9 +3,11 @@
 
 mod common;
 
-use autoscaler_core::{Configuration, EventType, JobStatus, ParallelismOverrides, RealizeError, ScalingRealizer};
+use autoscaler_core::{
+    Configuration, EventType, JobStatus, ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
+};
 use autoscaler_metrics::VertexId;
-use autoscaler_realizer::{CooldownConfig, CooldownRealizer, ManualClock, RescaleApiScalingRealizer};
+use autoscaler_realizer::{CooldownConfig, CooldownRealizer, RescaleApiScalingRealizer};
 use chrono::{TimeZone, Utc};
 use common::*;
 use std::sync::Arc;

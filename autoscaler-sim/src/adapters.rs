@@ -1,18 +1,17 @@
 //! The simulator behind the autoscaler's traits: the same [`MetricsCollector`], [`ScalingRealizer`]
 //! and [`JobListFetcher`] seams the real Flink adapters implement, so `JobAutoScalerImpl` and the
-//! standalone loop run on it unchanged, against a [`SimClock`].
+//! standalone loop run on it unchanged, against the core's [`ManualClock`] moved along with
+//! simulated time ([`SimHandle::clock`]).
 
 use crate::engine::{SimJobState, Simulator};
 use autoscaler_core::async_trait;
 use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 use autoscaler_core::config::parse_duration;
-use autoscaler_core::job_autoscaler::Clock;
 use autoscaler_core::{
     AutoScalerOptions, BasicJobContext, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
-    ParallelismOverrides, RealizeError, ScalingRealizer,
+    ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
 };
 use chrono::{DateTime, TimeZone, Utc};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -32,14 +31,13 @@ pub fn sim_instant(t: Duration) -> DateTime<Utc> {
 #[derive(Debug, Clone)]
 pub struct SimHandle {
     inner: Arc<Mutex<Simulator>>,
-    clock: SimClock,
+    clock: Arc<ManualClock>,
 }
 
 impl SimHandle {
     /// Wraps `sim`; the returned handle's clock follows the simulation.
     pub fn new(sim: Simulator) -> Self {
-        let clock = SimClock::default();
-        clock.set(sim.now());
+        let clock = Arc::new(ManualClock::new(clock_instant(sim.now())));
         Self {
             inner: Arc::new(Mutex::new(sim)),
             clock,
@@ -52,8 +50,9 @@ impl SimHandle {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The clock that reads simulated time.
-    pub fn clock(&self) -> SimClock {
+    /// The clock that reads simulated time (to the millisecond), for
+    /// `JobAutoScalerImpl::with_clock` and every other taker of a core `Clock`.
+    pub fn clock(&self) -> Arc<ManualClock> {
         self.clock.clone()
     }
 
@@ -64,7 +63,7 @@ impl SimHandle {
             sim.advance(duration);
             sim.now()
         };
-        self.clock.set(now);
+        self.clock.set(clock_instant(now));
     }
 
     /// The job status Flink would report now.
@@ -88,24 +87,11 @@ impl SimHandle {
 /// The context the simulated platform hands the autoscaler: the job name as key, the simulator as client.
 pub type SimContext = BasicJobContext<String, SimHandle>;
 
-/// Simulated time as a [`Clock`] (milliseconds since [`sim_epoch`]).
-#[derive(Debug, Clone, Default)]
-pub struct SimClock {
-    millis: Arc<AtomicI64>,
-}
-
-impl SimClock {
-    /// Moves the clock to simulated time `t`.
-    pub fn set(&self, t: Duration) {
-        self.millis
-            .store(i64::try_from(t.as_millis()).unwrap_or(i64::MAX), Ordering::SeqCst);
-    }
-}
-
-impl Clock for SimClock {
-    fn now(&self) -> DateTime<Utc> {
-        sim_epoch() + chrono::Duration::milliseconds(self.millis.load(Ordering::SeqCst))
-    }
+/// The instant the simulation's clock shows at simulated time `t`: [`sim_instant`] of `t` in
+/// whole milliseconds.
+fn clock_instant(t: Duration) -> DateTime<Utc> {
+    let millis = i64::try_from(t.as_millis()).unwrap_or(i64::MAX);
+    sim_epoch() + chrono::Duration::milliseconds(millis)
 }
 
 /// Collects from the simulator what the REST collector collects from Flink: aggregated Flink

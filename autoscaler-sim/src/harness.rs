@@ -177,7 +177,7 @@ impl SimAutoscaler {
         let events = Arc::new(RecordingEventHandler::default());
         let (collector, handler) = wrap(Arc::new(SimMetricsCollector), events.clone());
         let autoscaler = JobAutoScalerImpl::new(collector, store.clone(), Arc::new(SimScalingRealizer), handler)
-            .with_clock(Arc::new(handle.clock()));
+            .with_clock(handle.clock());
         Self {
             handle,
             configuration,

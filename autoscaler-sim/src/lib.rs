@@ -9,7 +9,8 @@
 //!   reports (busy/backpressured/idle ms per second, record rates and counters, pendingRecords).
 //!   A rescale costs a restart downtime.
 //! - [`adapters`]: the simulator behind the autoscaler's own traits ([`SimMetricsCollector`],
-//!   [`SimScalingRealizer`], [`SimJobListFetcher`]) and a simulated [`SimClock`].
+//!   [`SimScalingRealizer`], [`SimJobListFetcher`]) and a clock following simulated time
+//!   ([`SimHandle::clock`]).
 //! - [`harness`]: runs `JobAutoScalerImpl` on a simulator cycle by cycle and measures convergence.
 //! - [`workloads`]: the job shapes of the examples and the convergence benchmark.
 //! - [`bottleneck`]: the true bottleneck of a simulated job, by experiment, and the root-cause
@@ -24,7 +25,7 @@ pub mod profile;
 pub mod rng;
 pub mod workloads;
 
-pub use adapters::{SimClock, SimContext, SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer};
+pub use adapters::{SimContext, SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer};
 pub use engine::{Counters, RescaleEvent, SimJobState, Simulator, SubtaskMeters, Totals};
 pub use job::{KeySkew, SimEdge, SimError, SimJob, SimSettings, SimTaskManagerMemory, SimVertex, SourceSpec};
 pub use profile::RateProfile;

@@ -9,6 +9,7 @@ use autoscaler_core::event::{
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, parallelism_hash_code, scaling_report_with_root_cause,
 };
 use autoscaler_core::state::{ScalingSummary, StateError, StateResult};
+use autoscaler_core::{Clock, SystemClock};
 use autoscaler_metrics::VertexId;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -38,9 +39,6 @@ pub struct StoredEvent {
     /// The dedup identity, [`event_key`] of (job, type, reason, message key or message).
     pub event_key: String,
 }
-
-/// The clock the handler stamps events with (injectable so tests can move time).
-pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// The stable dedup key of an event: 64-bit FNV-1a over the length-prefixed fields, in hex.
 ///
@@ -94,7 +92,7 @@ enum EventBackend {
 pub struct AnyEventHandler {
     backend: EventBackend,
     url: StateUrl,
-    clock: Clock,
+    clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for AnyEventHandler {
@@ -111,7 +109,7 @@ impl AnyEventHandler {
         AnyEventHandler {
             backend: EventBackend::Memory(Mutex::default()),
             url: StateUrl::Memory,
-            clock: Arc::new(Utc::now),
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -130,12 +128,12 @@ impl AnyEventHandler {
         Ok(AnyEventHandler {
             backend: EventBackend::Database(Box::new(db)),
             url,
-            clock: Arc::new(Utc::now),
+            clock: Arc::new(SystemClock),
         })
     }
 
-    /// Replaces the clock events are stamped with.
-    pub fn with_clock(mut self, clock: Clock) -> Self {
+    /// Replaces the clock events are stamped with (the core's [`Clock`], as the cycle's).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
@@ -164,7 +162,7 @@ impl AnyEventHandler {
     /// Deletes every event created before `now - ttl` (the reference's TTL cleaner, run on demand);
     /// returns how many were deleted.
     pub async fn delete_expired(&self, ttl: Duration) -> StateResult<u64> {
-        let cutoff = autoscaler_metrics::time::sub_saturating((self.clock)(), ttl);
+        let cutoff = autoscaler_metrics::time::sub_saturating(self.clock.now(), ttl);
         match &self.backend {
             EventBackend::Memory(events) => {
                 let mut events = events.lock().unwrap_or_else(PoisonError::into_inner);
@@ -216,7 +214,7 @@ impl AnyEventHandler {
         interval: Option<Duration>,
     ) -> StateResult<()> {
         let key = event_key(job_key, event_type, reason, message_key.unwrap_or(message));
-        let now = (self.clock)();
+        let now = self.clock.now();
         // Dedup window anchored at the newest matching row's create_time (reference JdbcAutoScalerEventHandler).
         let within = |created: DateTime<Utc>| match interval {
             Some(interval) => created > autoscaler_metrics::time::sub_saturating(now, interval),

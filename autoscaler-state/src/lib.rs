@@ -139,7 +139,7 @@ pub use codec::{
     DEFAULT_COMPRESSION_THRESHOLD, FORMAT_VERSION, MAX_DECOMPRESSED_STATE_BYTES, StateType, decode_state_value,
 };
 pub use db::{StateUrl, StoreOptions};
-pub use event::{AnyEventHandler, Clock, StoredEvent, event_key, open_event_handler};
+pub use event::{AnyEventHandler, StoredEvent, event_key, open_event_handler};
 pub use store::{
     AnyStateStore, InMemoryStateStore, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_FAILED_REASON,
     flush_or_warn, open_state_store,

@@ -743,18 +743,9 @@ per_backend!(concurrent_opens_migrate_once);
 
 // ---- event handler ----
 
-async fn event_handler(
-    db: &TestDb,
-) -> (
-    AnyEventHandler,
-    std::sync::Arc<std::sync::Mutex<chrono::DateTime<chrono::Utc>>>,
-) {
-    let now = std::sync::Arc::new(std::sync::Mutex::new(common::t(0)));
-    let clock_now = now.clone();
-    let handler = AnyEventHandler::open(&db.url)
-        .await
-        .unwrap()
-        .with_clock(std::sync::Arc::new(move || *clock_now.lock().unwrap()));
+async fn event_handler(db: &TestDb) -> (AnyEventHandler, std::sync::Arc<autoscaler_core::ManualClock>) {
+    let now = std::sync::Arc::new(autoscaler_core::ManualClock::new(common::t(0)));
+    let handler = AnyEventHandler::open(&db.url).await.unwrap().with_clock(now.clone());
     (handler, now)
 }
 
@@ -774,7 +765,7 @@ async fn events_dedup_within_the_interval(db: &TestDb) {
             interval,
         )
         .await;
-    *now.lock().unwrap() = common::t(20 * 60);
+    now.set(common::t(20 * 60));
     handler
         .handle_event(
             &c,
@@ -793,7 +784,7 @@ async fn events_dedup_within_the_interval(db: &TestDb) {
     assert_eq!(events[0].update_time, common::t(20 * 60));
 
     // 40 minutes after the first create_time: outside, although only 20 after the update.
-    *now.lock().unwrap() = common::t(40 * 60);
+    now.set(common::t(40 * 60));
     handler
         .handle_event(
             &c,
@@ -812,7 +803,7 @@ async fn events_dedup_within_the_interval(db: &TestDb) {
     assert!(events[0].id < events[1].id);
 
     // Exactly at create_time + interval: outside (create_time > now - interval is false).
-    *now.lock().unwrap() = common::t(70 * 60);
+    now.set(common::t(70 * 60));
     handler
         .handle_event(
             &c,
@@ -837,7 +828,7 @@ async fn events_without_interval_always_insert(db: &TestDb) {
             .handle_event(&c, EventType::Normal, "Reason", "msg", None, None)
             .await;
     }
-    *now.lock().unwrap() = common::t(1);
+    now.set(common::t(1));
     let interval = Some(Duration::from_secs(60));
     handler
         .handle_event(&c, EventType::Normal, "Other", "m1", None, interval)
@@ -869,7 +860,7 @@ async fn events_without_interval_always_insert(db: &TestDb) {
     assert!(handler.events("nobody").await.unwrap().is_empty());
 
     // TTL cleanup: everything created before now - ttl goes.
-    *now.lock().unwrap() = common::t(100);
+    now.set(common::t(100));
     assert_eq!(handler.delete_expired(Duration::from_secs(99)).await.unwrap(), 2);
     assert_eq!(handler.events("job").await.unwrap().len(), 2);
     assert_eq!(handler.events("job2").await.unwrap().len(), 1);
@@ -884,7 +875,7 @@ async fn ttl_cleaner_deletes_expired_events(db: &TestDb) {
     handler
         .handle_event(&c, EventType::Normal, "Old", "m", None, None)
         .await;
-    *now.lock().unwrap() = common::t(3600);
+    now.set(common::t(3600));
     handler
         .handle_event(&c, EventType::Normal, "New", "m", None, None)
         .await;
@@ -926,7 +917,7 @@ async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
     handler
         .handle_scaling_event(&c, &summaries(4), &disabled, None, interval)
         .await;
-    *now.lock().unwrap() = common::t(1);
+    now.set(common::t(1));
     handler
         .handle_scaling_event(&c, &summaries(4), &disabled, None, interval)
         .await;

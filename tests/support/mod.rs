@@ -11,9 +11,9 @@
 #![allow(dead_code)]
 
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerOptions, AutoscalerMetricsReporter, CollectError, CollectedJobMetrics,
+    AutoScalerEventHandler, AutoScalerOptions, AutoscalerMetricsReporter, Clock, CollectError, CollectedJobMetrics,
     ConfigChanges, Configuration, CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, JobStatus,
-    MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
+    ManualClock, MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
     plugins::PluginRegistry, scaling::DecisionOutcome,
 };
 use autoscaler_metrics::{
@@ -150,7 +150,7 @@ pub struct RecordingRealizer {
     /// The job the overrides apply to.
     pub job: Arc<ScriptedJob>,
     /// The harness clock.
-    pub clock: Arc<Mutex<DateTime<Utc>>>,
+    pub clock: Arc<ManualClock>,
     /// Every `realize_parallelism_overrides` call.
     pub calls: Mutex<Vec<ParallelismOverrides>>,
     /// Every `realize_config_overrides` call.
@@ -172,7 +172,7 @@ impl ScalingRealizer<String, Ctx> for RecordingRealizer {
         let mut current = lock(&self.job.parallelism);
         if *current != new {
             *current = new;
-            *lock(&self.job.running_since) = *lock(&self.clock);
+            *lock(&self.job.running_since) = self.clock.now();
         }
         Ok(())
     }
@@ -231,7 +231,7 @@ pub struct Harness {
     /// The state store.
     pub store: Arc<InMemoryStateStore>,
     /// The clock (10:00 at the start).
-    pub clock: Arc<Mutex<DateTime<Utc>>>,
+    pub clock: Arc<ManualClock>,
     /// The job's context.
     pub ctx: Ctx,
 }
@@ -276,7 +276,7 @@ pub fn harness() -> Harness {
 /// A harness built from `setup`.
 pub fn harness_with(setup: Setup) -> Harness {
     let start = Utc.with_ymd_and_hms(2024, 5, 1, 10, 0, 0).single().unwrap_or_default();
-    let clock = Arc::new(Mutex::new(start));
+    let clock = Arc::new(ManualClock::new(start));
     let job = Arc::new(ScriptedJob {
         parallelism: Mutex::new((2, 1)),
         running_since: Mutex::new(start - Duration::hours(1)),
@@ -292,9 +292,8 @@ pub fn harness_with(setup: Setup) -> Harness {
     });
     let events = Arc::new(RecordingEvents::default());
     let store = Arc::new(InMemoryStateStore::new());
-    let c = clock.clone();
     let autoscaler = JobAutoScalerImpl::new(job.clone(), store.clone(), realizer.clone(), events.clone())
-        .with_clock(Arc::new(move || *lock(&c)))
+        .with_clock(clock.clone())
         .with_plugins(setup.plugins);
     let mut conf = base_configuration();
     for (key, value) in setup.conf {
@@ -326,7 +325,7 @@ impl Harness {
     /// Runs one cycle, then moves the clock 30 s on.
     pub async fn try_cycle(&self) -> Result<CycleOutcome, autoscaler_core::AutoscalerError> {
         let outcome = self.autoscaler.run_cycle(&self.ctx).await;
-        *lock(&self.clock) += Duration::seconds(30);
+        self.clock.advance(std::time::Duration::from_secs(30));
         outcome
     }
 
