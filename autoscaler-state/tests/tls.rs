@@ -6,6 +6,11 @@
 //! - Against the local PostgreSQL, when it has `ssl = on`: `verify-full` with the server's own
 //!   certificate as the custom CA connects over TLS (checked in `pg_stat_ssl`) and the store
 //!   works, and `verify-full` with a CA that signed nothing of the server's is refused.
+//! - Against a MariaDB that only accepts TLS (`.ci/mariadb-tls.sh` starts one on 127.0.0.1:3307
+//!   with a certificate of its own CA, and sets `AUTOSCALER_TEST_MYSQL_TLS_URL` and
+//!   `AUTOSCALER_TEST_MYSQL_TLS_CA`): `VERIFY_IDENTITY` with that CA connects over TLS (checked in
+//!   `Ssl_cipher`) and the store works; a CA that signed nothing is refused, and so is a plain
+//!   connection, each without the password in the error.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
@@ -13,7 +18,7 @@ mod common;
 
 use autoscaler_core::state::AutoScalerStateStore;
 use autoscaler_state::open_state_store;
-use common::{Kind, TestDb, ctx, sample};
+use common::{Kind, TestDb, ctx, sample, skip, unique_name};
 use sqlx::{Connection, Row};
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -198,4 +203,87 @@ async fn check_tls(base: String, cert: String) {
         error.to_ascii_lowercase().contains("certificate"),
         "the error names the certificate: {error}"
     );
+}
+
+/// The TLS-only MariaDB's URL (no TLS parameters) and the CA that signed its certificate.
+const MYSQL_TLS_ENV: &str = "AUTOSCALER_TEST_MYSQL_TLS_URL";
+const MYSQL_TLS_CA_ENV: &str = "AUTOSCALER_TEST_MYSQL_TLS_CA";
+
+#[tokio::test]
+async fn mysql_over_tls_with_a_custom_ca() {
+    let run = async {
+        let (Ok(server), Ok(ca)) = (std::env::var(MYSQL_TLS_ENV), std::env::var(MYSQL_TLS_CA_ENV)) else {
+            let _ = skip::<()>(&format!(
+                "{MYSQL_TLS_ENV} / {MYSQL_TLS_CA_ENV} are not set (`eval \"$(bash .ci/mariadb-tls.sh)\"` starts a TLS-only MariaDB)"
+            ));
+            return;
+        };
+        let verified = |base: &str, ca: &str| format!("{base}?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}");
+        // A database and a user with a password of their own on the TLS server.
+        let name = unique_name();
+        let admin_url = verified(&server, &ca);
+        let mut admin = sqlx::MySqlConnection::connect(&admin_url).await.unwrap();
+        for statement in [
+            format!("CREATE DATABASE {name} CHARACTER SET utf8mb4"),
+            format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{SECRET}'"),
+            format!("GRANT ALL ON {name}.* TO '{name}'@'%'"),
+        ] {
+            sqlx::raw_sql(&statement).execute(&mut admin).await.unwrap();
+        }
+        let (_, host) = server.rsplit_once('@').unwrap();
+        let host = host.split('/').next().unwrap();
+        let base = format!("mysql://{name}:{SECRET}@{host}/{name}");
+        // The checks run before the database and user are dropped, whatever their outcome.
+        let outcome = tokio::spawn(check_mysql_tls(base, ca)).await;
+        for statement in [format!("DROP DATABASE {name}"), format!("DROP USER '{name}'@'%'")] {
+            sqlx::raw_sql(&statement).execute(&mut admin).await.unwrap();
+        }
+        admin.close().await.unwrap();
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic.into_panic());
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), run).await.unwrap();
+}
+
+/// Over `base` (a MySQL URL with a password, of a database of its own): a `VERIFY_IDENTITY`
+/// store with `ca` works over an encrypted connection; an unrelated CA and a plain connection are
+/// refused without the password in the error.
+async fn check_mysql_tls(base: String, ca: String) {
+    let url = format!("{base}?ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}");
+    let store = open_state_store(&url).await.unwrap();
+    let c = ctx("mysql-tls-job");
+    store
+        .store_parallelism_overrides(&c, &sample(1).overrides)
+        .await
+        .unwrap();
+    store.flush(&c).await.unwrap();
+    AutoScalerStateStore::<String, common::Ctx>::remove_info_from_cache(&store, &"mysql-tls-job".to_owned()).await;
+    assert_eq!(store.get_parallelism_overrides(&c).await.unwrap(), sample(1).overrides);
+    store.close().await;
+
+    let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    let cipher: String = sqlx::query("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .get(1);
+    conn.close().await.unwrap();
+    assert!(!cipher.is_empty(), "the connection of this URL is encrypted");
+
+    // A CA that did not sign the server's certificate is refused.
+    let untrusted = format!("{base}?ssl-mode=VERIFY_CA&ssl-ca={}", unrelated_ca());
+    let error = open_state_store(&untrusted).await.unwrap_err().to_string();
+    assert!(
+        error.to_ascii_lowercase().contains("certificate"),
+        "the error names the certificate: {error}"
+    );
+    assert!(!error.contains(SECRET), "the password leaked: {error}");
+
+    // The server requires TLS: a connection without it is refused, also without the password.
+    let error = open_state_store(&format!("{base}?ssl-mode=DISABLED"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!error.contains(SECRET), "the password leaked: {error}");
 }

@@ -59,7 +59,7 @@ pub struct TestDb {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-fn unique_name() -> String {
+pub fn unique_name() -> String {
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     let nanos = Utc::now().timestamp_subsec_nanos();
     format!("as_{}_{}_{:x}", std::process::id(), n, nanos)
@@ -81,7 +81,7 @@ fn split_url(url: &str) -> (String, String, String) {
 
 /// `None`, with the reason printed: on a laptop a missing server skips its tests. In CI
 /// (`CI=true`) every server must be there, so a missing one fails the test instead.
-fn skip<T>(reason: &str) -> Option<T> {
+pub fn skip<T>(reason: &str) -> Option<T> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("CI=true but {reason}");
     }
