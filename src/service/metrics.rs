@@ -111,7 +111,8 @@ impl JobSeries {
         *lock(&self.evaluation) = Some(evaluated);
     }
 
-    /// Records the vertex names of `topology` when they changed (a lookup per vertex otherwise).
+    /// Records the vertex names of `topology` when they changed (a lookup per vertex otherwise);
+    /// on a change, the recommended parallelism of vertices the job no longer has goes away.
     pub fn set_topology(&self, topology: &JobTopology) {
         let current = Arc::clone(&lock(&self.vertex_names));
         let same = current.len() == topology.len()
@@ -124,7 +125,8 @@ impl JobSeries {
                 .vertices()
                 .iter()
                 .map(|v| (v.id.as_str().to_owned(), v.name.clone().unwrap_or_default()))
-                .collect();
+                .collect::<HashMap<_, _>>();
+            lock(&self.recommended).retain(|vertex, _| names.contains_key(vertex));
             *lock(&self.vertex_names) = Arc::new(names);
         }
     }
@@ -618,6 +620,29 @@ mod tests {
         metrics.remove_job("prod/j1");
         let text = metrics.render_jobs();
         assert!(!text.contains("j1"), "{text}");
+    }
+
+    #[test]
+    fn recommendations_of_vanished_vertices_go_with_the_topology_change() {
+        let metrics = ServiceMetrics::new();
+        let series = metrics.job(&labels("j1", "orders"));
+        let topology = |ids: &[&str]| {
+            JobTopology::new(ids.iter().map(|id| VertexSpec::new(*id, 1, 128)).collect(), vec![]).expect("topology")
+        };
+        series.set_topology(&topology(&["a", "b"]));
+        series.set_gauge("a.RECOMMENDED_PARALLELISM.Current", 2.0);
+        series.set_gauge("b.RECOMMENDED_PARALLELISM.Current", 3.0);
+        assert!(metrics.render_jobs().contains("vertex_id=\"b\""));
+        // The job was redeployed without `b`.
+        series.set_topology(&topology(&["a", "c"]));
+        let text = metrics.render_jobs();
+        assert!(!text.contains("vertex_id=\"b\""), "{text}");
+        assert!(
+            text.contains(
+                "flink_autoscaler_recommended_parallelism{source=\"prod\",job_id=\"j1\",job_name=\"orders\",vertex_id=\"a\",vertex_name=\"\"} 2\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
