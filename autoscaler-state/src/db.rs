@@ -329,7 +329,20 @@ fn is_transient(error: &sqlx::Error) -> bool {
     }
 }
 
-const WRITE_ATTEMPTS: u32 = 3;
+/// Attempts of one flush transaction the database aborted. Two processes flushing on one MySQL or
+/// MariaDB deadlock now and then on the gap locks around a job's window rows (InnoDB locks the gap
+/// after a deleted range, which may border another job's rows), and can do so several rounds in
+/// a row when they flush in step; a growing, jittered backoff separates them.
+const WRITE_ATTEMPTS: u32 = 8;
+
+/// The pause before retry `attempt` (1-based): 10 ms per attempt plus up to 20 ms of jitter, so
+/// two writers that collided do not retry in lockstep. At most about 0.5 s over all attempts.
+fn retry_backoff(attempt: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    // A fresh `RandomState` is randomly keyed: enough jitter without a random number crate.
+    let jitter = std::collections::hash_map::RandomState::new().build_hasher().finish() % 20;
+    Duration::from_millis(10 * u64::from(attempt) + jitter)
+}
 
 impl Db {
     /// Connects to `url` (not `memory`) and runs the embedded migrations if asked.
@@ -488,7 +501,7 @@ impl Db {
                 Ok(Err(encoding)) => return Err(encoding),
                 Err(e) if attempt < WRITE_ATTEMPTS && is_transient(&e) => {
                     tracing::debug!(job_key, attempt, error = %e, "retrying an aborted state transaction");
-                    tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+                    tokio::time::sleep(retry_backoff(attempt)).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(backend_error("flush", e)),
@@ -701,6 +714,20 @@ mod tests {
         let url = StateUrl::Postgres("postgres://u:secret@h:5432/db".into());
         assert_eq!(url.to_string(), "postgres://u:***@h:5432/db");
         assert_eq!(redact_password("mysql://root@h/db"), "mysql://root@h/db");
+    }
+
+    #[test]
+    fn retry_backoff_grows_with_jitter_and_stays_bounded() {
+        let pauses: Vec<Duration> = (1..WRITE_ATTEMPTS).map(retry_backoff).collect();
+        for (attempt, pause) in (1u64..).zip(&pauses) {
+            assert!(*pause >= Duration::from_millis(10 * attempt), "{pause:?}");
+            assert!(*pause < Duration::from_millis(10 * attempt + 20), "{pause:?}");
+        }
+        let total: Duration = pauses.iter().sum();
+        assert!(total < Duration::from_millis(500), "{total:?}");
+        // Jitter: 50 draws of one attempt's pause are not all the same.
+        let first = retry_backoff(1);
+        assert!((0..50).any(|_| retry_backoff(1) != first));
     }
 
     #[test]
