@@ -102,19 +102,22 @@ fn run_replay(source: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // The text, the parsed scenario and the result are each dropped once the next one exists, so a
-    // large scenario never holds all three at once.
+    // The text is dropped once the scenario is parsed, and the result is written section by
+    // section as it is serialized: a large scenario never holds the text, or the result's JSON, at
+    // once with the rest.
     let scenario = flink_autoscaler::replay::parse_scenario(&text);
     drop(text);
-    let result = scenario.and_then(|scenario| flink_autoscaler::replay::replay(&scenario));
-    match result {
+    let scenario = match scenario {
+        Ok(scenario) => scenario,
+        Err(e) => {
+            report(&e.to_string());
+            return ExitCode::from(2);
+        }
+    };
+    match flink_autoscaler::replay::replay_result(scenario) {
         Ok(result) => {
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            let written = serde_json::to_writer(&mut out, &result)
-                .map_err(std::io::Error::from)
-                .and_then(|()| writeln!(out))
-                .and_then(|()| out.flush());
-            match written {
+            let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            match result.write_json(out) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     report(&format!("cannot write the result: {e}"));

@@ -53,6 +53,26 @@ fn a_closed_stderr_pipe_gives_an_exit_code_not_sigabrt() {
     assert_eq!(status.code(), Some(2), "{status:?}");
 }
 
+#[test]
+fn a_closed_stdout_pipe_fails_the_streamed_result_with_exit_1() {
+    let mut reader = Command::new("true").stdin(Stdio::piped()).spawn().expect("true runs");
+    let write_end = reader.stdin.take().expect("piped stdin");
+    reader.wait().expect("true exits");
+    // A result larger than the output buffer: the write fails in the middle of the document.
+    let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench/dag-100.json");
+    let output = binary()
+        .arg("replay")
+        .arg(&scenario)
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::piped())
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let lines = stderr_lines(&output);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("cannot write the result: "), "{lines:?}");
+}
+
 #[cfg(unix)]
 #[test]
 fn replay_of_dev_zero_stops_at_the_input_limit() {

@@ -253,3 +253,50 @@ fn backpressure_changes_nothing_but_the_explanation() {
         "only {with_backpressure} scenarios carry BACKPRESSURE"
     );
 }
+
+/// The binary streams the result ([`flink_autoscaler::replay::ReplayResult::write_json`]): byte
+/// for byte the document `replay` builds, as compact JSON, then a newline.
+#[test]
+fn the_streamed_result_is_byte_for_byte_the_built_document() {
+    let mut cases = files("tests/scenarios");
+    cases.extend(
+        files("tests/fixtures/bench")
+            .into_iter()
+            .filter(|p| !p.to_string_lossy().ends_with(".expected.json")),
+    );
+    for case in &cases {
+        let name = case.display();
+        let text = std::fs::read_to_string(case).expect("read case");
+        let built = flink_autoscaler::replay::replay_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let built = format!("{}\n", serde_json::to_string(&built).expect("serializable"));
+        let scenario = flink_autoscaler::replay::parse_scenario(&text).expect("valid scenario");
+        let borrowed = flink_autoscaler::replay::replay(&scenario).expect("valid scenario");
+        assert_eq!(format!("{borrowed}\n"), built, "{name}: replay(&scenario)");
+        let mut streamed = Vec::new();
+        flink_autoscaler::replay::replay_result(scenario)
+            .expect("valid scenario")
+            .write_json(&mut streamed)
+            .expect("written");
+        let first_difference = |bytes: &[u8]| bytes.iter().zip(built.as_bytes()).position(|(a, b)| a != b);
+        assert!(
+            streamed == built.as_bytes(),
+            "{name}: streamed {} bytes, built {}, first difference at {:?}",
+            streamed.len(),
+            built.len(),
+            first_difference(&streamed)
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_flink-autoscaler"))
+            .arg("replay")
+            .arg(case)
+            .output()
+            .expect("run flink-autoscaler");
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.stdout == built.as_bytes(),
+            "{name}: printed {} bytes, built {}, first difference at {:?}",
+            out.stdout.len(),
+            built.len(),
+            first_difference(&out.stdout)
+        );
+    }
+}

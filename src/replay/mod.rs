@@ -3,6 +3,10 @@
 //! (`flink-autoscaler-scenario/1` in, `flink-autoscaler-result/1` out). [`recording`] replays
 //! many cycles of a recording written by `run --record`, optionally with a changed configuration.
 //!
+//! [`replay_str`] and [`replay`] return the result as a `serde_json::Value`; [`replay_result`]
+//! returns it as a [`ReplayResult`] that [`ReplayResult::write_json`] streams to a writer, section
+//! by section, as the binary does (a `Value` tree takes many times the memory of its text).
+//!
 //! ```
 //! let scenario = r#"{
 //!   "format": "flink-autoscaler-scenario/1",
@@ -21,12 +25,14 @@ pub mod recording;
 mod scenario;
 
 pub use output::{RESULT_FORMAT, explanation_json};
-pub use pipeline::replay;
+pub use pipeline::{ReplayResult, replay, replay_result};
 pub(crate) use scenario::parse_topology;
 pub use scenario::{JobInfo, SCENARIO_FORMAT, Scenario, ScenarioError, ScenarioInput, parse_scenario};
 
 /// Parses `text` as a scenario and replays it, returning the result document.
 pub fn replay_str(text: &str) -> Result<serde_json::Value, ScenarioError> {
     let scenario = parse_scenario(text)?;
-    replay(&scenario)
+    let result = replay_result(scenario)?;
+    // Infallible: every map key is a string.
+    serde_json::to_value(&result).map_err(|e| ScenarioError::new("result", e.to_string()))
 }

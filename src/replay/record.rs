@@ -2,32 +2,32 @@
 //! An addition beside the result's other fields, which stay exactly as the format says; `null`
 //! when the cycle did not reach the decision.
 
-use super::scenario::Scenario;
 use autoscaler_core::AutoScalerOptions;
 use autoscaler_core::record::{DecisionRecord, RecordInput};
 use autoscaler_core::scaling::Decision;
-use autoscaler_metrics::{EvaluatedMetrics, MetricHistory, true_processing_rate_estimates};
-use serde_json::Value;
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, MetricHistory, true_processing_rate_estimates};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The record of a decided cycle; `window` is the evaluation window (`None` in `evaluated` mode:
 /// no estimates, no root cause).
 pub(super) fn decision_record(
-    s: &Scenario,
+    at: DateTime<Utc>,
+    topology: &JobTopology,
     evaluated: &EvaluatedMetrics,
     decision: &Decision,
     options: &AutoScalerOptions,
     restart_time: Duration,
     window: Option<&MetricHistory>,
-) -> Value {
+) -> DecisionRecord {
     let tpr = window.map_or_else(BTreeMap::new, |w| {
-        true_processing_rate_estimates(&s.topology, w, &options.evaluation_config(restart_time))
+        true_processing_rate_estimates(topology, w, &options.evaluation_config(restart_time))
     });
     let mut record = DecisionRecord::decided(&RecordInput {
-        at: s.now,
+        at,
         job: None,
-        topology: &s.topology,
+        topology,
         evaluated,
         decision,
         options,
@@ -35,7 +35,7 @@ pub(super) fn decision_record(
         tpr: &tpr,
     });
     if let Some(window) = window {
-        record.explain_window(&s.topology, window);
+        record.explain_window(topology, window);
     }
-    serde_json::to_value(&record).unwrap_or(Value::Null)
+    record
 }
