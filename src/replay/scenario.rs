@@ -10,6 +10,7 @@ use autoscaler_metrics::{
     MetricValues, MetricsError, ScalingMetric, ShipStrategy, VertexId, VertexSpec,
 };
 use chrono::{DateTime, Utc};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -347,38 +348,46 @@ fn check_vertex(topology: &JobTopology, id: &str, path: &str) -> Res<VertexId> {
         .ok_or_else(|| ScenarioError::new(path, format!("unknown vertex id {id:?}")))
 }
 
-fn parse_metrics(v: &Value, topology: &JobTopology, now: DateTime<Utc>) -> Res<Vec<(DateTime<Utc>, CollectedMetrics)>> {
-    let arr = as_array(v, "metrics")?;
-    if arr.is_empty() {
-        return Err(ScenarioError::new("metrics", "expected at least one snapshot"));
-    }
-    let mut out: Vec<(DateTime<Utc>, CollectedMetrics)> = Vec::with_capacity(arr.len());
-    for (i, s) in arr.iter().enumerate() {
-        let path = format!("metrics[{i}]");
-        let o = as_object(s, &path)?;
-        let at_path = join(&path, "at");
-        let at = as_time(required(o, "at", &at_path)?, &at_path)?;
-        if let Some((prev, _)) = out.last()
-            && at <= *prev
-        {
-            return Err(ScenarioError::new(
-                at_path,
-                "snapshots must be in strictly ascending time order",
-            ));
-        }
-        let mut snapshot = CollectedMetrics::default();
-        if let Some(vs) = optional(o, "vertices") {
-            let vp = join(&path, "vertices");
-            for (id, m) in as_object(vs, &vp)? {
-                let p = join(&vp, id);
-                let vid = check_vertex(topology, id, &p)?;
-                snapshot.vertex_metrics.insert(vid, parse_metric_values(m, &p)?);
+/// The `metrics` member: parsed with the rest of the document, or its snapshots still unparsed
+/// (see [`parse_scenario`]), each parsed when it is converted.
+enum MetricsMember<'a> {
+    Parsed(Value),
+    Unparsed(&'a RawValue),
+}
+
+fn parse_metrics(
+    member: MetricsMember<'_>,
+    topology: &JobTopology,
+    now: DateTime<Utc>,
+) -> Res<Vec<(DateTime<Utc>, CollectedMetrics)>> {
+    let mut out: Vec<(DateTime<Utc>, CollectedMetrics)> = Vec::new();
+    match member {
+        MetricsMember::Parsed(v) => {
+            let arr = as_array(&v, "metrics")?;
+            if arr.is_empty() {
+                return Err(ScenarioError::new("metrics", "expected at least one snapshot"));
+            }
+            out.reserve_exact(arr.len());
+            for (i, s) in arr.iter().enumerate() {
+                let snapshot = parse_snapshot(i, s, out.last().map(|(at, _)| *at), topology)?;
+                out.push(snapshot);
             }
         }
-        if let Some(g) = optional(o, "global") {
-            snapshot.global_metrics = parse_metric_values(g, &join(&path, "global"))?;
+        MetricsMember::Unparsed(raw) => {
+            // The array, then one snapshot at a time; any failure sends the caller to the whole
+            // document's parse, which says what is wrong.
+            let not_parsed = || ScenarioError::new("metrics", "not parsed by sections");
+            let arr: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|_| not_parsed())?;
+            if arr.is_empty() {
+                return Err(ScenarioError::new("metrics", "expected at least one snapshot"));
+            }
+            out.reserve_exact(arr.len());
+            for (i, s) in arr.iter().enumerate() {
+                let s = member_value(s, 2).ok_or_else(not_parsed)?;
+                let snapshot = parse_snapshot(i, &s, out.last().map(|(at, _)| *at), topology)?;
+                out.push(snapshot);
+            }
         }
-        out.push((at, snapshot));
     }
     if let Some((last, _)) = out.last()
         && *last != now
@@ -389,6 +398,40 @@ fn parse_metrics(v: &Value, topology: &JobTopology, now: DateTime<Utc>) -> Res<V
         ));
     }
     Ok(out)
+}
+
+/// Snapshot `i` of `metrics`, taken after `prev` (the previous snapshot's time).
+fn parse_snapshot(
+    i: usize,
+    s: &Value,
+    prev: Option<DateTime<Utc>>,
+    topology: &JobTopology,
+) -> Res<(DateTime<Utc>, CollectedMetrics)> {
+    let path = format!("metrics[{i}]");
+    let o = as_object(s, &path)?;
+    let at_path = join(&path, "at");
+    let at = as_time(required(o, "at", &at_path)?, &at_path)?;
+    if let Some(prev) = prev
+        && at <= prev
+    {
+        return Err(ScenarioError::new(
+            at_path,
+            "snapshots must be in strictly ascending time order",
+        ));
+    }
+    let mut snapshot = CollectedMetrics::default();
+    if let Some(vs) = optional(o, "vertices") {
+        let vp = join(&path, "vertices");
+        for (id, m) in as_object(vs, &vp)? {
+            let p = join(&vp, id);
+            let vid = check_vertex(topology, id, &p)?;
+            snapshot.vertex_metrics.insert(vid, parse_metric_values(m, &p)?);
+        }
+    }
+    if let Some(g) = optional(o, "global") {
+        snapshot.global_metrics = parse_metric_values(g, &join(&path, "global"))?;
+    }
+    Ok((at, snapshot))
 }
 
 fn parse_evaluated(v: &Value, topology: &JobTopology) -> Res<EvaluatedMetrics> {
@@ -546,10 +589,121 @@ fn parse_config(v: Option<&Value>) -> Res<Configuration> {
 }
 
 /// Parses and validates a scenario document.
+///
+/// The document is parsed one top-level member at a time, and its `metrics` one snapshot at a time,
+/// each converted and dropped before the next is parsed: the parsed JSON of a whole document takes
+/// many times its text. A document that fails that way (invalid JSON, an invalid field) is parsed
+/// again as a whole, as it always was, so the scenario and every error are exactly those of the
+/// whole document's parse.
 pub fn parse_scenario(text: &str) -> Res<Scenario> {
+    parse_by_members(text).map_or_else(|| parse_whole(text), Ok)
+}
+
+/// [`parse_scenario`] on the document parsed as a whole.
+fn parse_whole(text: &str) -> Res<Scenario> {
     let root: Value =
         serde_json::from_str(text).map_err(|e| ScenarioError::new("$", format!("not valid JSON: {e}")))?;
-    let obj = as_object(&root, "$")?;
+    let mut obj = match root {
+        Value::Object(obj) => obj,
+        other => {
+            return Err(ScenarioError::new(
+                "$",
+                format!("expected an object, got {}", type_name(&other)),
+            ));
+        }
+    };
+    let metrics = obj.remove("metrics").map(MetricsMember::Parsed);
+    build(obj, metrics)
+}
+
+/// The deepest nesting of arrays and objects serde_json parses (its recursion limit): a document
+/// nested deeper is not valid JSON to it.
+const MAX_NESTING: usize = 127;
+
+/// The members of a JSON object in document order, their values unparsed.
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Entries<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Members<'a>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'a RawValue>()? {
+                    out.push(entry);
+                }
+                Ok(Members(out))
+            }
+        }
+        deserializer.deserialize_map(Entries(std::marker::PhantomData))
+    }
+}
+
+/// The value of `raw`, a member `enclosing` levels deep in the document; `None` when the whole
+/// document's parse would fail on it (invalid, or nested deeper than [`MAX_NESTING`] with its
+/// enclosing levels).
+fn member_value(raw: &RawValue, enclosing: usize) -> Option<Value> {
+    if nesting_depth(raw.get()) + enclosing > MAX_NESTING {
+        return None;
+    }
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// The deepest nesting of arrays and objects in `json` (the text of one JSON value).
+fn nesting_depth(json: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in json.bytes() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    deepest
+}
+
+/// [`parse_scenario`] one member at a time: every top-level member but `metrics` parsed (a
+/// repeated key's last value kept, as a parsed object keeps it), `metrics` left to
+/// [`parse_metrics`]. `None` on any failure.
+fn parse_by_members(text: &str) -> Option<Scenario> {
+    let Members(members) = serde_json::from_str(text).ok()?;
+    let last_metrics = members.iter().rposition(|(k, _)| k == "metrics");
+    let mut obj = Map::new();
+    let mut metrics = None;
+    for (i, (key, raw)) in members.into_iter().enumerate() {
+        if Some(i) == last_metrics {
+            metrics = Some(MetricsMember::Unparsed(raw));
+        } else {
+            let value = member_value(raw, 1)?;
+            if key != "metrics" {
+                obj.insert(key, value);
+            }
+        }
+    }
+    build(obj, metrics).ok()
+}
+
+/// The scenario of a document's members (`metrics` apart), each converted in turn; the topology
+/// is dropped once converted.
+fn build(mut obj: Map<String, Value>, metrics: Option<MetricsMember<'_>>) -> Res<Scenario> {
     match obj.get("format") {
         Some(Value::String(f)) if f == SCENARIO_FORMAT => {}
         Some(other) => {
@@ -560,11 +714,15 @@ pub fn parse_scenario(text: &str) -> Res<Scenario> {
         }
         None => return Err(ScenarioError::new("format", "required field is missing")),
     }
-    let now = as_time(required(obj, "now", "now")?, "now")?;
+    let now = as_time(required(&obj, "now", "now")?, "now")?;
     let config = parse_config(obj.get("config"))?;
     let job = parse_job(obj.get("job"))?;
-    let topology = parse_topology(required(obj, "topology", "topology")?)?;
-    let input = match (obj.get("metrics"), obj.get("evaluated")) {
+    // Its parsed JSON is dropped here, before the metrics are parsed.
+    let topology = parse_topology(
+        &obj.remove("topology")
+            .ok_or_else(|| ScenarioError::new("topology", "required field is missing"))?,
+    )?;
+    let input = match (metrics, obj.get("evaluated")) {
         (Some(_), Some(_)) => {
             return Err(ScenarioError::new(
                 "metrics",
@@ -607,4 +765,117 @@ pub fn parse_scenario(text: &str) -> Res<Scenario> {
         scaling_tracking,
         delayed_scale_down,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario_files() -> Vec<std::path::PathBuf> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        for dir in ["tests/scenarios", "tests/fixtures/bench", "tests/invalid"] {
+            for entry in std::fs::read_dir(root.join(dir)).expect("test directory") {
+                let path = entry.expect("entry").path();
+                if path.extension().is_some_and(|e| e == "json") && !path.to_string_lossy().ends_with(".expected.json")
+                {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        files
+    }
+
+    /// The result (or the error) of replaying what `parse` made of `text`.
+    fn replayed(parsed: Res<Scenario>) -> Result<String, ScenarioError> {
+        let result = crate::replay::replay_result(parsed?)?;
+        Ok(serde_json::to_string(&result).expect("serializable"))
+    }
+
+    /// Parsing member by member gives what the whole document's parse gives, or gives up.
+    fn assert_same_parse(text: &str, what: &str) {
+        let whole = parse_whole(text);
+        match parse_by_members(text) {
+            Some(by_members) => {
+                assert!(whole.is_ok(), "{what}: by members parsed, the whole failed: {whole:?}");
+                assert_eq!(replayed(Ok(by_members)), replayed(whole), "{what}");
+            }
+            None => assert!(whole.is_err(), "{what}: by members gave up on a valid document"),
+        }
+    }
+
+    #[test]
+    fn every_test_scenario_parses_by_members_as_a_whole() {
+        for file in scenario_files() {
+            let text = std::fs::read_to_string(&file).expect("readable");
+            let what = file.display().to_string();
+            assert_same_parse(&text, &what);
+            if !what.contains("invalid") {
+                assert!(parse_by_members(&text).is_some(), "{what}: not parsed by members");
+            }
+        }
+    }
+
+    const BASE: &str = r#"{"format": "flink-autoscaler-scenario/1", "now": "2024-05-01T10:01:00Z",
+        "job": {"running_since": "2024-05-01T09:00:00Z"},
+        "topology": {"vertices": [{"id": "a", "parallelism": 1, "max_parallelism": 8}]},
+        "metrics": [
+          {"at": "2024-05-01T10:00:00Z", "vertices": {"a": {"LOAD": 0.5}}, "x": X1},
+          {"at": "2024-05-01T10:01:00Z", "vertices": {"a": {"LOAD": 0.5}}}
+        ], "extra": X2}"#;
+
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn nesting_at_the_recursion_limit_is_judged_as_the_whole_document_judges_it() {
+        for depth in 120..=130 {
+            let in_snapshot = BASE.replace("X1", &nested(depth)).replace("X2", "0");
+            assert_same_parse(&in_snapshot, &format!("depth {depth} in a snapshot"));
+            let in_member = BASE.replace("X1", "0").replace("X2", &nested(depth));
+            assert_same_parse(&in_member, &format!("depth {depth} in a member"));
+            // Brackets in strings do not nest.
+            let in_string = BASE
+                .replace("X1", &format!("\"\\\"{}\"", "[".repeat(depth)))
+                .replace("X2", "0");
+            assert_same_parse(&in_string, &format!("{depth} brackets in a string"));
+        }
+        let limit = (120..=130)
+            .find(|d| parse_whole(&BASE.replace("X1", &nested(*d)).replace("X2", "0")).is_err())
+            .expect("a depth the whole parse refuses");
+        // Inside the root, `metrics` and the snapshot: 3 levels.
+        assert_eq!(limit - 1 + 3, MAX_NESTING, "serde_json's recursion limit moved");
+    }
+
+    #[test]
+    fn repeated_members_invalid_numbers_and_invalid_json_are_judged_as_the_whole_document_judges_them() {
+        let cases = [
+            // A repeated member: the last one counts, the earlier ones must be valid JSON.
+            BASE.replace("X1", "0")
+                .replace(r#", "extra": X2"#, r#", "metrics": 5, "metrics": []"#),
+            BASE.replace("X1", "0")
+                .replace(r#""extra": X2"#, r#""extra": 0, "metrics": [1e999]"#),
+            BASE.replacen(r#""metrics""#, r#""metrics": [1e999], "metrics""#, 1)
+                .replace("X1", "0")
+                .replace("X2", "0"),
+            BASE.replace("X1", "0")
+                .replace("X2", r#"{"now": 1}, "now": "2024-05-01T10:01:00Z""#),
+            // Numbers out of range where nothing reads them.
+            BASE.replace("X1", "1e999").replace("X2", "0"),
+            BASE.replace("X1", "0").replace("X2", "-1e999"),
+            // Not valid JSON, not an object, escaped keys, trailing input.
+            BASE.replace("X1", "0").replace("X2", "[1,"),
+            BASE.replace("X1", "0").replace("X2", "0} x"),
+            BASE.replace("X1", "0")
+                .replace("X2", "0")
+                .replace(r#""format""#, r#""for\u006dat""#),
+            "[]".to_owned(),
+            String::new(),
+        ];
+        for (i, text) in cases.iter().enumerate() {
+            assert_same_parse(text, &format!("case {i}: {text}"));
+        }
+    }
 }
