@@ -207,7 +207,17 @@ proptest! {
         prop_assert!(elapsed < Duration::from_secs(5), "took {elapsed:?} on {text}");
         prop_assert!(heap < HEAP_BOUND, "peak heap {heap} bytes on {text}");
         match outcome {
-            Ok(result) => prop_assert_eq!(&result["format"], "flink-autoscaler-result/1"),
+            Ok(result) => {
+                prop_assert_eq!(&result["format"], "flink-autoscaler-result/1");
+                // What the binary streams is the document, byte for byte.
+                let mut streamed = Vec::new();
+                flink_autoscaler::replay::parse_scenario(&text)
+                    .and_then(flink_autoscaler::replay::replay_result)
+                    .map_err(|e| TestCaseError::fail(format!("second replay failed: {e}")))?
+                    .write_json(&mut streamed)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(String::from_utf8_lossy(&streamed), format!("{result}\n"));
+            }
             Err(e) => {
                 let message = e.to_string();
                 prop_assert!(!message.contains('\n') && !message.contains('\r') && !message.contains('\u{1b}'), "{message:?}");
@@ -252,29 +262,56 @@ fn chain_scenario(n: usize) -> String {
     .to_string()
 }
 
-/// The peak heap of replaying `text` (the text itself excluded).
-fn replay_peak_heap(text: &str) -> usize {
+/// Counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The peak heap of replaying `text` as the binary does (parse, replay, stream the result out),
+/// the text itself excluded, and the length of the result.
+fn replay_peak_heap(text: &str) -> (usize, usize) {
     ALLOCATOR.reset_peak_usage();
     let baseline = ALLOCATOR.current_usage();
-    let result = flink_autoscaler::replay::replay_str(text).expect("a valid chain");
-    assert_eq!(result["format"], "flink-autoscaler-result/1");
+    let scenario = flink_autoscaler::replay::parse_scenario(text).expect("a valid chain");
+    let result = flink_autoscaler::replay::replay_result(scenario).expect("replayed");
+    let mut out = Counter(0);
+    result.write_json(&mut out).expect("written");
     drop(result);
-    ALLOCATOR.peak_usage().saturating_sub(baseline)
+    (ALLOCATOR.peak_usage().saturating_sub(baseline), out.0)
 }
 
 /// A long chain costs memory in proportion to its length: doubling the vertices at most a little
-/// more than doubles the peak heap, and each vertex stays under 32 KB (a 10^5-vertex chain, whose
-/// result alone is 108 MB of JSON, peaks at 1.4 GB RSS in release).
+/// more than doubles the peak heap, which stays within a small multiple of the input and output
+/// (the result is streamed, never held: a 10^5-vertex chain, 31 MB in and 108 MB out, peaks at
+/// 270 MB RSS in release).
 #[test]
 fn a_long_chain_takes_memory_in_proportion_to_its_length() {
     let _measuring = HEAP_MEASUREMENT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let small = replay_peak_heap(&chain_scenario(1_000));
-    let large = replay_peak_heap(&chain_scenario(4_000));
+    let small_text = chain_scenario(1_000);
+    let large_text = chain_scenario(4_000);
+    let (small, _) = replay_peak_heap(&small_text);
+    let (large, large_out) = replay_peak_heap(&large_text);
     assert!(
         large < small * 5,
         "1,000 vertices: {small} bytes, 4,000 vertices: {large} bytes"
     );
-    assert!(large / 4_000 < 32 << 10, "{} bytes per vertex", large / 4_000);
+    // About 2.6 KB a vertex, 1.9 times the input and output together; a result built in memory
+    // before it is written (a JSON tree is ten times its text) would take several times that.
+    assert!(large / 4_000 < 8 << 10, "{} bytes per vertex", large / 4_000);
+    let in_and_out = large_text.len() + large_out;
+    assert!(
+        large < 4 * in_and_out,
+        "peak heap {large} bytes for {} bytes in and {large_out} out",
+        large_text.len()
+    );
 }
