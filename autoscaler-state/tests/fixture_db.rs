@@ -1,0 +1,101 @@
+//! A SQLite database written by the release before incremental window persistence
+//! (`tests/fixtures/format-v1-db/`, frozen) still loads with the current code, value for value,
+//! and its whole-window row becomes one row per snapshot on the next flush of the window.
+
+#![allow(missing_docs, clippy::unwrap_used)]
+
+mod common;
+
+use autoscaler_core::state::AutoScalerStateStore;
+use autoscaler_metrics::CollectedMetrics;
+use autoscaler_state::AnyStateStore;
+use common::{Ctx, Sample, ctx, json, metric_history, sample, t};
+use sqlx::Connection as _;
+
+/// The fixture's jobs and the values the earlier release stored for them.
+fn fixture_jobs() -> Vec<(Ctx, Sample)> {
+    let mut wide = sample(5);
+    wide.metrics = metric_history(5, 400);
+    vec![(ctx("fixture-small"), sample(3)), (ctx("fixture-wide"), wide)]
+}
+
+async fn assert_loads(store: &AnyStateStore, c: &Ctx, s: &Sample) {
+    let key = &c.job_key;
+    assert_eq!(
+        json(&store.get_scaling_history(c).await.unwrap()),
+        json(&s.history),
+        "{key}"
+    );
+    assert_eq!(store.get_scaling_tracking(c).await.unwrap(), s.tracking, "{key}");
+    assert_eq!(
+        json(&store.get_collected_metrics(c).await.unwrap()),
+        json(&s.metrics),
+        "{key}"
+    );
+    assert_eq!(
+        json(&store.get_evaluated_metrics(c).await.unwrap()),
+        json(&Some(&s.evaluated)),
+        "{key}"
+    );
+    assert_eq!(store.get_parallelism_overrides(c).await.unwrap(), s.overrides, "{key}");
+    assert_eq!(store.get_config_changes(c).await.unwrap(), s.changes, "{key}");
+    assert_eq!(store.get_delayed_scale_down(c).await.unwrap(), s.delayed, "{key}");
+}
+
+/// `(state_type)` rows of `job_key`, straight from the table.
+async fn state_types(url: &str, job_key: &str) -> Vec<String> {
+    let mut conn = sqlx::SqliteConnection::connect(url).await.unwrap();
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT state_type FROM t_flink_autoscaler_state_store WHERE job_key = ? ORDER BY state_type")
+            .bind(job_key)
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    conn.close().await.unwrap();
+    rows.into_iter().map(|(t,)| t).collect()
+}
+
+#[tokio::test]
+async fn a_database_of_the_earlier_release_loads_and_migrates_its_window() {
+    let run = async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1-db/state.db");
+        std::fs::copy(&fixture, &path).unwrap();
+        let url = format!("sqlite:{}", path.display());
+        assert!(
+            state_types(&url, "fixture-wide")
+                .await
+                .contains(&"collectedMetrics".to_owned()),
+            "the fixture holds the earlier release's whole-window row"
+        );
+
+        // Opening runs the current migrations on the old schema; every state loads as written.
+        let store = AnyStateStore::open(&url).await.unwrap();
+        for (c, s) in &fixture_jobs() {
+            assert_loads(&store, c, s).await;
+        }
+
+        // The next flush of the window (one more snapshot) migrates it to snapshot rows.
+        let (c, mut s) = fixture_jobs().remove(1);
+        s.metrics.insert(t(400 * 10), CollectedMetrics::default());
+        store.store_collected_metrics(&c, &s.metrics).await.unwrap();
+        store.flush(&c).await.unwrap();
+        store.close().await;
+        let types = state_types(&url, "fixture-wide").await;
+        assert!(!types.contains(&"collectedMetrics".to_owned()), "{types:?}");
+        assert!(types.contains(&"collectedMetricsIndex".to_owned()), "{types:?}");
+        let snapshot_rows = types.iter().filter(|t| t.starts_with("collectedMetrics@")).count();
+        assert_eq!(snapshot_rows, 401);
+
+        // A restarted process reads the migrated window and the untouched job as they were.
+        let store = AnyStateStore::open(&url).await.unwrap();
+        assert_loads(&store, &c, &s).await;
+        let (small, small_sample) = fixture_jobs().remove(0);
+        assert_loads(&store, &small, &small_sample).await;
+        store.close().await;
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), run)
+        .await
+        .unwrap();
+}
