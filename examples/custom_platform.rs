@@ -15,7 +15,7 @@
 //! Acme's realizer rolls it out (`realize_config_overrides`), which the Flink rescale API of the
 //! `run` binary cannot do.
 
-use flink_autoscaler::core::job_autoscaler::JobAutoScalerImpl;
+use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::{
     AutoScalerEventHandler, AutoScalerOptions, BasicJobContext, CollectError, CollectedJobMetrics, ConfigChanges,
     Configuration, EventType, FetchError, JobAutoScaler, JobListFetcher, MetricsCollector, MetricsSnapshot,

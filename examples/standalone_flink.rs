@@ -12,9 +12,9 @@
 //! demo job reacts within minutes; job configuration from the cluster overrides them. State is
 //! kept in memory. `e2e/` has scripts that start a local Flink 2.3 with a bottleneck job.
 
-use flink_autoscaler::core::job_autoscaler::JobAutoScalerImpl;
-use flink_autoscaler::core::standalone::{ControlLoopOptions, StandaloneAutoscaler};
+use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::{AutoScalerEventHandler, BasicJobContext, LoggingEventHandler};
+use flink_autoscaler::core::{ControlLoopOptions, StandaloneAutoscaler};
 use flink_autoscaler::realizer::{
     CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
     RestClientConfig, RestMetricsCollector,

@@ -86,7 +86,7 @@ pub fn config_values(data: &[u8]) {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
     let _ = crate::core::config::validate(&conf);
-    let _ = crate::core::standalone::ControlLoopOptions::from_configuration(&conf);
+    let _ = crate::core::ControlLoopOptions::from_configuration(&conf);
     let _ = crate::realizer::CooldownConfig::from_configuration(&conf);
     if let Ok(options) = crate::core::AutoScalerOptions::from_configuration(&conf) {
         let _ = options.is_excluded_period(DateTime::<Utc>::UNIX_EPOCH);

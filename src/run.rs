@@ -3,8 +3,8 @@
 //! `/metrics`, `/livez`, `/readyz` is `flink_autoscaler::service::http`).
 
 use anyhow::{Context, Result, bail};
+use autoscaler_core::ControlLoopOptions;
 use autoscaler_core::secret::SecretSource;
-use autoscaler_core::standalone::ControlLoopOptions;
 use autoscaler_core::{
     AutoScalerEventHandler, AutoScalerStateStore, Configuration, FetchError, JobAutoScaler, JobAutoScalerImpl,
     JobListFetcher, LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer,
@@ -253,10 +253,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
     if let Some(interval) = &args.interval {
         autoscaler_core::config::parse_duration(interval)
             .map_err(|e| anyhow::anyhow!("--interval {interval:?}: {e}"))?;
-        base.set(autoscaler_core::standalone::CONTROL_LOOP_INTERVAL_KEY, interval.clone());
+        base.set(autoscaler_core::CONTROL_LOOP_INTERVAL_KEY, interval.clone());
     }
     if let Some(p) = args.parallelism {
-        base.set(autoscaler_core::standalone::CONTROL_LOOP_PARALLELISM_KEY, p.to_string());
+        base.set(autoscaler_core::CONTROL_LOOP_PARALLELISM_KEY, p.to_string());
     }
     let run_for = match &args.run_for {
         Some(d) => {

@@ -375,7 +375,7 @@ fn the_reference_jdbc_event_handler_keys_store_deduplicated_events() {
         "one row, deduplicated over {warnings} cycles: {events:?}"
     );
     let event = &events[0];
-    assert_eq!(event.reason, autoscaler_core::standalone::VALIDATION_REASON);
+    assert_eq!(event.reason, autoscaler_core::VALIDATION_REASON);
     assert_eq!(event.event_type, autoscaler_core::EventType::Warning);
     assert!(event.message.contains("utilization.target"), "{}", event.message);
 }

@@ -1,9 +1,9 @@
 //! The quickstart job converges under the real autoscaler, driven directly and through the
 //! standalone control loop.
 
+use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::LoggingEventHandler;
-use flink_autoscaler::core::job_autoscaler::JobAutoScalerImpl;
-use flink_autoscaler::core::standalone::{ControlLoopOptions, StandaloneAutoscaler};
+use flink_autoscaler::core::{ControlLoopOptions, StandaloneAutoscaler};
 use flink_autoscaler::sim::harness::{SimAutoscaler, example_configuration};
 use flink_autoscaler::sim::{
     SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer, Simulator, workloads,

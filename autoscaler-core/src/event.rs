@@ -135,7 +135,7 @@ pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &s
 /// text alone: the replay format fixes it.
 ///
 /// ```
-/// use autoscaler_core::event::scaling_report_with_root_cause;
+/// use autoscaler_core::scaling_report_with_root_cause;
 /// let report = scaling_report_with_root_cause(&Default::default(), "Scaling execution enabled, begin scaling vertices:", Some("bottleneck: sink (busy 98%), backpressuring Source: orders"));
 /// assert_eq!(report, "Scaling execution enabled, begin scaling vertices:\nbottleneck: sink (busy 98%), backpressuring Source: orders");
 /// ```

@@ -18,7 +18,8 @@ use autoscaler_metrics::{ScalingMetric, VertexId};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// Reason of the event emitted when a cycle fails.
+/// Reason of the event emitted when a cycle fails, or a scale panics in the standalone loop (the
+/// reference's `AUTOSCALER_ERROR`).
 pub const AUTOSCALER_ERROR_REASON: &str = "AutoscalerError";
 
 /// Config key of the user's own parallelism overrides (`vertex:parallelism,...`).
@@ -562,13 +563,4 @@ where
             tracing::warn!(%error, "could not remove the state of a job that disappeared");
         }
     }
-}
-
-/// Removes the persisted state of a job through `ctx` (cleanup with a context at hand).
-pub async fn clear_job_state<K, Ctx: JobAutoScalerContext<K>>(
-    store: &dyn AutoScalerStateStore<K, Ctx>,
-    ctx: &Ctx,
-) -> Result<(), StateError> {
-    store.clear_all(ctx).await?;
-    store.flush(ctx).await
 }

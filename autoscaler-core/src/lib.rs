@@ -6,22 +6,25 @@
 //! per-vertex scaler, the scaling executor, memory autotuning ([`tuning`]), `JobAutoScalerImpl` and the
 //! standalone control loop.
 
-pub mod autoscaler;
+// The FLIP-334 seams, the cycle and the standalone loop: private modules, their items at the root.
+mod autoscaler;
 mod clock;
-pub mod collector;
+mod collector;
+mod context;
+mod event;
+mod event_logging;
+mod job_autoscaler;
+mod realizer;
+mod standalone;
+mod state;
+
+// Grouping namespaces: their items are reached through them only.
 pub mod config;
-pub mod context;
 pub mod cycle;
-pub mod event;
-pub mod event_logging;
-pub mod job_autoscaler;
 pub mod plugins;
-pub mod realizer;
 pub mod record;
 pub mod scaling;
 pub mod secret;
-pub mod standalone;
-pub mod state;
 pub mod tuning;
 
 /// Re-exported so platforms (and the facade's simulator and examples) implement the traits without a direct dependency.
@@ -33,11 +36,19 @@ pub use config::{AlignmentMode, AutoScalerOptions, Configuration, OptionsError};
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
 };
-pub use event::{AutoScalerEventHandler, EventType};
+pub use event::{
+    AutoScalerEventHandler, EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON,
+    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
+    parallelism_hash_code, scaling_report, scaling_report_with_root_cause,
+};
 pub use event_logging::LoggingEventHandler;
-pub use job_autoscaler::{CycleOutcome, JobAutoScalerImpl};
+pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, CycleOutcome, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
 pub use realizer::{RealizeError, ScalingRealizer};
-pub use standalone::{ControlLoopOptions, CycleReport, OptionsValidator, StandaloneAutoscaler, ValidationRejection};
+pub use standalone::{
+    CONTROL_LOOP_INTERVAL_DEPRECATED_KEY, CONTROL_LOOP_INTERVAL_KEY, CONTROL_LOOP_PARALLELISM_KEY, ControlLoopOptions,
+    CycleReport, OptionsValidator, SCALING_EVENT_INTERVAL_KEY, StandaloneAutoscaler, VALIDATION_REASON,
+    ValidationRejection, ValidatorFn,
+};
 pub use state::{
     AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, RecommendedParallelism,
     ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking, StateError, StateResult,

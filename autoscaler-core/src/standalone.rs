@@ -19,7 +19,7 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use autoscaler_core::{BasicJobContext, JobAutoScaler, JobListFetcher, LoggingEventHandler};
-//! # use autoscaler_core::standalone::{ControlLoopOptions, StandaloneAutoscaler};
+//! # use autoscaler_core::{ControlLoopOptions, StandaloneAutoscaler};
 //! # async fn demo(
 //! #     fetcher: Arc<dyn JobListFetcher<String, BasicJobContext<String>>>,
 //! #     scaler: Arc<dyn JobAutoScaler<String, BasicJobContext<String>>>,
@@ -38,6 +38,7 @@ use crate::config::ValidationError;
 use crate::config::parse_duration;
 use crate::context::JobAutoScalerContext;
 use crate::event::{AutoScalerEventHandler, EventType};
+use crate::job_autoscaler::AUTOSCALER_ERROR_REASON;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
@@ -57,8 +58,6 @@ pub const CONTROL_LOOP_INTERVAL_DEPRECATED_KEY: &str = "scalingInterval";
 pub const CONTROL_LOOP_PARALLELISM_KEY: &str = "autoscaler.standalone.control-loop.parallelism";
 /// Key of the event deduplication interval used for the validation warning (default 30 min).
 pub const SCALING_EVENT_INTERVAL_KEY: &str = "job.autoscaler.scaling.event.interval";
-/// Event reason of a scale that panicked (the reference's `AUTOSCALER_ERROR`).
-pub const AUTOSCALER_ERROR_REASON: &str = "AutoscalerError";
 /// Event reason of a job whose autoscaler options do not validate.
 pub const VALIDATION_REASON: &str = "AutoScaler Options Validation";
 
@@ -113,7 +112,7 @@ impl ControlLoopOptions {
     ///
     /// ```
     /// use autoscaler_core::Configuration;
-    /// use autoscaler_core::standalone::ControlLoopOptions;
+    /// use autoscaler_core::ControlLoopOptions;
     /// let conf = Configuration::from_iter([("autoscaler.standalone.control-loop.interval", "5 s")]);
     /// let options = ControlLoopOptions::from_configuration(&conf).unwrap();
     /// assert_eq!(options.interval, std::time::Duration::from_secs(5));

@@ -2,7 +2,7 @@
 //! longest Java `Duration`. Each was accepted silently or panicked before.
 
 use async_trait::async_trait;
-use autoscaler_core::standalone::ControlLoopOptions;
+use autoscaler_core::ControlLoopOptions;
 use autoscaler_core::{
     AutoScalerOptions, AutoscalerError, BasicJobContext, Configuration, FetchError, JobAutoScaler, JobListFetcher,
     LoggingEventHandler, StandaloneAutoscaler,

@@ -5,12 +5,12 @@
 
 use crate::engine::{SimJobState, Simulator};
 use autoscaler_core::async_trait;
-use autoscaler_core::collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 use autoscaler_core::config::parse_duration;
 use autoscaler_core::{
     AutoScalerOptions, BasicJobContext, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
     ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
 };
+use autoscaler_core::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 use chrono::{DateTime, TimeZone, Utc};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;

@@ -4,9 +4,9 @@
 use crate::adapters::{SimContext, SimHandle, SimMetricsCollector, SimScalingRealizer, sim_instant};
 use crate::engine::Simulator;
 use autoscaler_core::async_trait;
-use autoscaler_core::job_autoscaler::{CycleOutcome, JobAutoScalerImpl};
 use autoscaler_core::plugins::PluginRegistry;
 use autoscaler_core::{AutoScalerEventHandler, AutoScalerStateStore, Configuration, EventType, MetricsCollector};
+use autoscaler_core::{CycleOutcome, JobAutoScalerImpl};
 use autoscaler_metrics::ScalingMetric;
 use autoscaler_state::InMemoryStateStore;
 use std::collections::BTreeMap;

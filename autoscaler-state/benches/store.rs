@@ -10,7 +10,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use autoscaler_core::state::{AutoScalerStateStore, ScalingHistory, ScalingSummary};
+use autoscaler_core::{AutoScalerStateStore, ScalingHistory, ScalingSummary};
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, VertexId};
 use autoscaler_state::AnyStateStore;
 use common::{Ctx, Kind, TestDb, ctx, sample, t};

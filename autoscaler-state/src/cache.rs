@@ -13,7 +13,7 @@ use crate::codec::{
     StateType, StateValue, decode_snapshot, encode_snapshot, encode_window_index, snapshot_identifier, snapshot_instant,
 };
 use crate::db::{JobWrites, WINDOW_INDEX, WindowWrite};
-use autoscaler_core::state::StateError;
+use autoscaler_core::StateError;
 use autoscaler_metrics::{CollectedMetrics, MetricHistory};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -358,7 +358,7 @@ impl JobView {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use autoscaler_core::state::ConfigChanges;
+    use autoscaler_core::ConfigChanges;
     use autoscaler_metrics::MetricHistory;
 
     fn metrics() -> StateValue {

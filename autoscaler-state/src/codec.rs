@@ -1,7 +1,7 @@
 //! The persisted form of each state: state type identifiers and the versioned, optionally
 //! compressed serde envelope stored in `state_value`.
 
-use autoscaler_core::state::{
+use autoscaler_core::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking, StateError,
 };
 use autoscaler_metrics::{CollectedMetrics, EvaluatedMetrics, MetricHistory};
@@ -305,7 +305,7 @@ pub fn decode_state_value(state_type: StateType, text: &str) -> Result<(), State
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use autoscaler_core::state::ScalingRecord;
+    use autoscaler_core::ScalingRecord;
     use chrono::{TimeZone, Utc};
     use std::time::Duration;
 

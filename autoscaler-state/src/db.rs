@@ -1,7 +1,7 @@
 //! The databases behind the stores: URL parsing, pools, the embedded migrations and every SQL
 //! statement, one dialect per database.
 
-use autoscaler_core::state::StateError;
+use autoscaler_core::StateError;
 use chrono::{DateTime, Utc};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};

@@ -3,13 +3,13 @@
 
 use crate::db::{Db, EventRow, StateUrl, StoreOptions};
 use async_trait::async_trait;
-use autoscaler_core::context::JobAutoScalerContext;
-use autoscaler_core::event::{
+use autoscaler_core::JobAutoScalerContext;
+use autoscaler_core::{
     AutoScalerEventHandler, EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON,
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, parallelism_hash_code, scaling_report_with_root_cause,
 };
-use autoscaler_core::state::{ScalingSummary, StateError, StateResult};
 use autoscaler_core::{Clock, SystemClock};
+use autoscaler_core::{ScalingSummary, StateError, StateResult};
 use autoscaler_metrics::VertexId;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;

@@ -5,9 +5,9 @@ use crate::cache::JobView;
 use crate::codec::{StateType, StateValue};
 use crate::db::{Db, StateUrl, StoreOptions};
 use async_trait::async_trait;
-use autoscaler_core::context::JobAutoScalerContext;
-use autoscaler_core::event::AutoScalerEventHandler;
-use autoscaler_core::state::{
+use autoscaler_core::AutoScalerEventHandler;
+use autoscaler_core::JobAutoScalerContext;
+use autoscaler_core::{
     AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking,
     StateError, StateResult,
 };

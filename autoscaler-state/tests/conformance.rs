@@ -7,11 +7,11 @@
 
 mod common;
 
-use autoscaler_core::state::{
+use autoscaler_core::{AutoScalerEventHandler, EventType};
+use autoscaler_core::{
     AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking,
     StateError,
 };
-use autoscaler_core::{AutoScalerEventHandler, EventType};
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, VertexId};
 use autoscaler_state::{AnyEventHandler, AnyStateStore, STATE_FLUSH_FAILED_REASON, StoreOptions, flush_or_warn};
 use common::{Ctx, Kind, Sample, TestDb, ctx, json, sample};
@@ -896,10 +896,10 @@ per_backend!(ttl_cleaner_deletes_expired_events);
 // changed recommendation is a new row (reference testScalingEventDeduplication /
 // testScalingEventWithParallelismChange).
 async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
-    use autoscaler_core::event::{
+    use autoscaler_core::ScalingSummary;
+    use autoscaler_core::{
         SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
     };
-    use autoscaler_core::state::ScalingSummary;
     let (handler, now) = event_handler(db).await;
     let c = ctx("job");
     let summaries = |new: u32| {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use autoscaler_core::state::AutoScalerStateStore;
+use autoscaler_core::AutoScalerStateStore;
 use autoscaler_state::AnyStateStore;
 use common::{Ctx, Kind, TestDb, ctx, json, sample};
 use std::io::{BufRead as _, BufReader};

@@ -6,7 +6,7 @@
 
 mod common;
 
-use autoscaler_core::state::AutoScalerStateStore;
+use autoscaler_core::AutoScalerStateStore;
 use autoscaler_metrics::CollectedMetrics;
 use autoscaler_state::AnyStateStore;
 use common::{Ctx, Sample, ctx, json, metric_history, sample, t};

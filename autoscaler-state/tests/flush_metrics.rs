@@ -6,7 +6,7 @@
 
 mod common;
 
-use autoscaler_core::state::AutoScalerStateStore;
+use autoscaler_core::AutoScalerStateStore;
 use autoscaler_state::{STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, open_state_store};
 use common::{ctx, sample};
 use std::time::Duration;

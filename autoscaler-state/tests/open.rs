@@ -4,7 +4,7 @@
 
 mod common;
 
-use autoscaler_core::state::{AutoScalerStateStore, StateError};
+use autoscaler_core::{AutoScalerStateStore, StateError};
 use autoscaler_state::{StateUrl, open_event_handler, open_state_store};
 use common::{ctx, sample};
 

@@ -16,7 +16,7 @@
 
 mod common;
 
-use autoscaler_core::state::AutoScalerStateStore;
+use autoscaler_core::AutoScalerStateStore;
 use autoscaler_state::open_state_store;
 use common::{Kind, TestDb, ctx, sample, skip, unique_name};
 use sqlx::{Connection, Row};

@@ -62,8 +62,8 @@ pub const DEFAULT_STATE_URL: &str = "sqlite:flink-autoscaler-state.db";
 
 /// Every `autoscaler.standalone.*` key the reference defines (all are honoured here).
 pub const STANDALONE_KEYS: &[&str] = &[
-    autoscaler_core::standalone::CONTROL_LOOP_INTERVAL_KEY,
-    autoscaler_core::standalone::CONTROL_LOOP_PARALLELISM_KEY,
+    autoscaler_core::CONTROL_LOOP_INTERVAL_KEY,
+    autoscaler_core::CONTROL_LOOP_PARALLELISM_KEY,
     autoscaler_realizer::FLINK_CLUSTER_HOST,
     autoscaler_realizer::FLINK_CLUSTER_PORT,
     STATE_STORE_TYPE,

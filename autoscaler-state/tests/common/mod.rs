@@ -3,11 +3,11 @@
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
-use autoscaler_core::state::{
+use autoscaler_core::{BasicJobContext, Configuration};
+use autoscaler_core::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, RecommendedParallelism, ScalingHistory, ScalingRecord,
     ScalingSummary, ScalingTracking, VertexDelayedScaleDownInfo,
 };
-use autoscaler_core::{BasicJobContext, Configuration};
 use autoscaler_metrics::{
     CollectedMetrics, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, MetricHistory, MetricValues,
     ScalingMetric, VertexId,
