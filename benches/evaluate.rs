@@ -7,7 +7,7 @@
 //!
 //! `cargo bench --bench evaluate`
 
-use autoscaler_core::AutoScalerOptions;
+use autoscaler_core::config::AutoScalerOptions;
 use autoscaler_metrics::{EvaluationConfig, JobTopology, MetricHistory, apply_window, evaluate};
 use chrono::{DateTime, Utc};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};

@@ -19,7 +19,7 @@
 //! (0.4..1.0, where the reference leaves a vertex alone) accounts for. `--verbose` lists every
 //! rescale. The last line summarizes the default configuration.
 
-use flink_autoscaler::core::Configuration;
+use flink_autoscaler::core::config::Configuration;
 use flink_autoscaler::sim::harness::{
     ConvergenceReport, ConvergenceSummary, example_configuration, measure_convergence,
 };

@@ -17,9 +17,9 @@
 
 use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::{
-    AutoScalerEventHandler, AutoScalerOptions, BasicJobContext, CollectError, CollectedJobMetrics, ConfigChanges,
-    Configuration, EventType, FetchError, JobAutoScaler, JobListFetcher, MetricsCollector, MetricsSnapshot,
-    ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
+    AutoScalerEventHandler, BasicJobContext, CollectError, CollectedJobMetrics, ConfigChanges, EventType, FetchError,
+    JobAutoScaler, JobListFetcher, MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError,
+    ScalingRealizer, async_trait, config::AutoScalerOptions, config::Configuration,
 };
 use flink_autoscaler::metrics::{CollectedMetrics, MetricValues, ScalingMetric};
 use flink_autoscaler::sim::adapters::sim_instant;

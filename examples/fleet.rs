@@ -21,9 +21,10 @@
 //! the process's peak resident set (`ru_maxrss`).
 
 use autoscaler_core::{
-    AutoScalerOptions, AutoScalerStateStore, AutoscalerError, BasicJobContext, CollectError, CollectedJobMetrics,
-    Configuration, ControlLoopOptions, FetchError, JobAutoScaler, JobAutoScalerImpl, JobListFetcher, MetricsCollector,
-    MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, StandaloneAutoscaler, async_trait,
+    AutoScalerStateStore, AutoscalerError, BasicJobContext, CollectError, CollectedJobMetrics, ControlLoopOptions,
+    FetchError, JobAutoScaler, JobAutoScalerImpl, JobListFetcher, MetricsCollector, MetricsSnapshot,
+    ParallelismOverrides, RealizeError, ScalingRealizer, StandaloneAutoscaler, async_trait, config::AutoScalerOptions,
+    config::Configuration,
 };
 use autoscaler_metrics::{
     CollectedMetrics, EdgeSpec, JobTopology, MetricHistory, MetricValues, ScalingMetric, ShipStrategy, VertexSpec,

@@ -6,7 +6,9 @@
 //! explanation in the replay result's shape. Nothing is scaled.
 
 use anyhow::{Context, Result, bail};
-use autoscaler_core::{AutoScalerOptions, BasicJobContext, Configuration, JobListFetcher, JobStatus, MetricsCollector};
+use autoscaler_core::{
+    BasicJobContext, JobListFetcher, JobStatus, MetricsCollector, config::AutoScalerOptions, config::Configuration,
+};
 use autoscaler_metrics::MetricHistory;
 use autoscaler_metrics::root_cause;
 use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig, RestMetricsCollector};

@@ -3,7 +3,7 @@
 //! bound; `tests/fuzz_regressions.rs` replays the inputs the fuzzers found (`fuzz/regressions/`)
 //! through the same functions in a normal `cargo test`.
 
-use crate::core::Configuration;
+use crate::core::config::Configuration;
 use chrono::{DateTime, Utc};
 
 /// The bytes as UTF-8 text, lossily (every target takes text).
@@ -88,7 +88,7 @@ pub fn config_values(data: &[u8]) {
     let _ = crate::core::config::validate(&conf);
     let _ = crate::core::ControlLoopOptions::from_configuration(&conf);
     let _ = crate::realizer::CooldownConfig::from_configuration(&conf);
-    if let Ok(options) = crate::core::AutoScalerOptions::from_configuration(&conf) {
+    if let Ok(options) = crate::core::config::AutoScalerOptions::from_configuration(&conf) {
         let _ = options.is_excluded_period(DateTime::<Utc>::UNIX_EPOCH);
         let _ = options.is_excluded_period(DateTime::<Utc>::MAX_UTC);
     }

@@ -6,9 +6,9 @@ use anyhow::{Context, Result, bail};
 use autoscaler_core::ControlLoopOptions;
 use autoscaler_core::secret::SecretSource;
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerStateStore, Configuration, FetchError, JobAutoScaler, JobAutoScalerImpl,
-    JobListFetcher, LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer,
-    StandaloneAutoscaler, async_trait,
+    AutoScalerEventHandler, AutoScalerStateStore, FetchError, JobAutoScaler, JobAutoScalerImpl, JobListFetcher,
+    LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, StandaloneAutoscaler,
+    async_trait, config::Configuration,
 };
 use autoscaler_realizer::{
     CooldownConfig, CooldownRealizer, MultiSourceJobListFetcher, RescaleApiScalingRealizer, RescaleInFlightGuard,

@@ -172,7 +172,7 @@ pub async fn fetch_loopback(url: &str, timeout: std::time::Duration) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_core::AutoScalerOptions;
+    use autoscaler_core::config::AutoScalerOptions;
     use autoscaler_core::record::JobOutcome;
     use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! size bound and every file stays self-contained.
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use flink_autoscaler::core::Configuration;
+use flink_autoscaler::core::config::Configuration;
 use flink_autoscaler::metrics::collection::{AggregatedMetric, FlinkMetric, IoMetrics, RawJobMetrics};
 use flink_autoscaler::metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
 use flink_autoscaler::recording::{

@@ -60,7 +60,7 @@ async fn the_standalone_loop_scales_the_simulated_job() {
 
 #[tokio::test]
 async fn the_collector_reports_flink_metrics_with_flink_meaning() {
-    use flink_autoscaler::core::{AutoScalerOptions, MetricsCollector};
+    use flink_autoscaler::core::{MetricsCollector, config::AutoScalerOptions};
     use flink_autoscaler::metrics::{MetricHistory, ScalingMetric};
     use flink_autoscaler::sim::adapters::sim_instant;
     use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimVertex};

@@ -29,7 +29,7 @@ pub trait JobAutoScaler<K, Ctx>: Send + Sync {
 #[async_trait]
 pub trait JobListFetcher<K, Ctx>: Send + Sync {
     /// Fetches the current jobs, each with its configuration merged over `base`.
-    async fn fetch(&self, base: &crate::Configuration) -> Result<Vec<Ctx>, FetchError>;
+    async fn fetch(&self, base: &crate::config::Configuration) -> Result<Vec<Ctx>, FetchError>;
 }
 
 /// Why the job list could not be fetched.

@@ -493,7 +493,7 @@ mod tests {
     }
 
     fn options(pairs: &[(&str, &str)]) -> AutoScalerOptions {
-        AutoScalerOptions::from_configuration(&crate::Configuration::from_iter(pairs.iter().copied()))
+        AutoScalerOptions::from_configuration(&crate::config::Configuration::from_iter(pairs.iter().copied()))
             .expect("valid options")
     }
 

@@ -64,7 +64,7 @@ pub struct JobAutoScalerImpl<K, Ctx> {
 /// configuration it has not seen (at most [`OptionsCache::CAPACITY`] are kept).
 #[derive(Default)]
 struct OptionsCache {
-    parsed: std::sync::Mutex<std::collections::HashMap<crate::Configuration, Arc<AutoScalerOptions>>>,
+    parsed: std::sync::Mutex<std::collections::HashMap<crate::config::Configuration, Arc<AutoScalerOptions>>>,
 }
 
 impl OptionsCache {
@@ -72,7 +72,7 @@ impl OptionsCache {
     const CAPACITY: usize = 4096;
 
     /// [`AutoScalerOptions::from_configuration`] of `conf`, parsed once.
-    fn get(&self, conf: &crate::Configuration) -> Result<Arc<AutoScalerOptions>, crate::OptionsError> {
+    fn get(&self, conf: &crate::config::Configuration) -> Result<Arc<AutoScalerOptions>, crate::config::OptionsError> {
         let lock = || self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(options) = lock().get(conf) {
             return Ok(Arc::clone(options));

@@ -2,7 +2,8 @@
 //!
 //! The deciding half of flink-autoscaler-rs: the FLIP-334 traits a platform implements
 //! ([`JobAutoScalerContext`], [`ScalingRealizer`], [`AutoScalerEventHandler`],
-//! [`AutoScalerStateStore`], [`MetricsCollector`]), the typed `job.autoscaler.*` options, the
+//! [`AutoScalerStateStore`], [`MetricsCollector`]), the configuration and typed `job.autoscaler.*` options
+//! ([`config`]), the
 //! per-vertex scaler, the scaling executor, memory autotuning ([`tuning`]), `JobAutoScalerImpl` and the
 //! standalone control loop.
 
@@ -32,7 +33,6 @@ pub use async_trait::async_trait;
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
-pub use config::{AlignmentMode, AutoScalerOptions, Configuration, OptionsError};
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
 };

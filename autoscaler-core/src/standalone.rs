@@ -111,7 +111,7 @@ impl ControlLoopOptions {
     /// the reference's defaults.
     ///
     /// ```
-    /// use autoscaler_core::Configuration;
+    /// use autoscaler_core::config::Configuration;
     /// use autoscaler_core::ControlLoopOptions;
     /// let conf = Configuration::from_iter([("autoscaler.standalone.control-loop.interval", "5 s")]);
     /// let options = ControlLoopOptions::from_configuration(&conf).unwrap();

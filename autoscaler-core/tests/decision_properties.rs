@@ -3,7 +3,7 @@
 //! decision is a function of its input.
 
 use autoscaler_core::scaling::{Decision, DecisionInput, DecisionOutcome, NoChangeReason, decide};
-use autoscaler_core::{AlignmentMode, AutoScalerOptions, DelayedScaleDown, ScalingHistory};
+use autoscaler_core::{DelayedScaleDown, ScalingHistory, config::AlignmentMode, config::AutoScalerOptions};
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
     ShipStrategy, VertexId, VertexSpec,

@@ -3,7 +3,9 @@
 
 use autoscaler_core::record::{DecisionRecord, JobOutcome, RecordInput, UtilizationBound, VertexReason};
 use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, decide};
-use autoscaler_core::{AlignmentMode, AutoScalerOptions, DelayedScaleDown, ScalingHistory, ScalingSummary};
+use autoscaler_core::{
+    DelayedScaleDown, ScalingHistory, ScalingSummary, config::AlignmentMode, config::AutoScalerOptions,
+};
 use autoscaler_metrics::root_cause::{Role, RootCauseThresholds, VertexSignals, classify};
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,

@@ -8,8 +8,8 @@ use autoscaler_core::scaling::{
     trim_scaling_history, trim_scaling_tracking,
 };
 use autoscaler_core::{
-    AutoScalerOptions, DelayedScaleDown, EventType, RecommendedParallelism, ScalingHistory, ScalingRecord,
-    ScalingSummary, ScalingTracking, VertexDelayedScaleDownInfo,
+    DelayedScaleDown, EventType, RecommendedParallelism, ScalingHistory, ScalingRecord, ScalingSummary,
+    ScalingTracking, VertexDelayedScaleDownInfo, config::AutoScalerOptions,
 };
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedVertexMetrics, JobTopology, ShipStrategy, VertexId, VertexSpec,

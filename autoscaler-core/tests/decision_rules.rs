@@ -8,7 +8,7 @@ use autoscaler_core::scaling::{
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
     trim_scaling_tracking,
 };
-use autoscaler_core::{AutoScalerOptions, DelayedScaleDown, ScalingHistory, ScalingTracking};
+use autoscaler_core::{DelayedScaleDown, ScalingHistory, ScalingTracking, config::AutoScalerOptions};
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
     ShipStrategy, VertexId, VertexSpec,

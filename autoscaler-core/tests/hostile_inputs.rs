@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use autoscaler_core::ControlLoopOptions;
 use autoscaler_core::{
-    AutoScalerOptions, AutoscalerError, BasicJobContext, Configuration, FetchError, JobAutoScaler, JobListFetcher,
-    LoggingEventHandler, StandaloneAutoscaler,
+    AutoscalerError, BasicJobContext, FetchError, JobAutoScaler, JobListFetcher, LoggingEventHandler,
+    StandaloneAutoscaler, config::AutoScalerOptions, config::Configuration,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

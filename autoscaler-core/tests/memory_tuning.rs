@@ -3,7 +3,7 @@
 
 use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, decide};
 use autoscaler_core::tuning::{CONFIGURATION_RECOMMENDATION_REASON, TOTAL_PROCESS_MEMORY};
-use autoscaler_core::{AutoScalerOptions, Configuration, DelayedScaleDown, ScalingHistory};
+use autoscaler_core::{DelayedScaleDown, ScalingHistory, config::AutoScalerOptions, config::Configuration};
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
     ShipStrategy, VertexId, VertexSpec,

@@ -35,8 +35,8 @@
 
 use async_trait::async_trait;
 use autoscaler_core::{
-    Clock, ConfigChanges, Configuration, JobAutoScalerContext, OptionsError, ParallelismOverrides, RealizeError,
-    ScalingRealizer, SystemClock,
+    Clock, ConfigChanges, JobAutoScalerContext, ParallelismOverrides, RealizeError, ScalingRealizer, SystemClock,
+    config::Configuration, config::OptionsError,
 };
 use autoscaler_metrics::time::add_saturating;
 use chrono::{DateTime, Utc};
@@ -96,7 +96,7 @@ impl CooldownConfig {
     /// configuration (`/jobs/<id>/jobmanager/config`) overrides the governor's settings.
     ///
     /// ```
-    /// use autoscaler_core::Configuration;
+    /// use autoscaler_core::config::Configuration;
     /// use autoscaler_realizer::CooldownConfig;
     /// use std::time::Duration;
     /// let conf = Configuration::from_iter([

@@ -4,7 +4,7 @@
 use crate::options::rest_client_timeout;
 use crate::rest::{FlinkRestClient, JobOverview};
 use async_trait::async_trait;
-use autoscaler_core::{BasicJobContext, Configuration, FetchError, JobListFetcher};
+use autoscaler_core::{BasicJobContext, FetchError, JobListFetcher, config::Configuration};
 use std::time::Duration;
 
 /// Lists every job of the cluster behind its client: `GET /jobs/overview`, then per job

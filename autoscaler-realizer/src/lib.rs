@@ -30,7 +30,7 @@
 //! implemented for that context (implement it on your own context type to reuse them).
 //!
 //! ```no_run
-//! use autoscaler_core::{BasicJobContext, Configuration, JobListFetcher, LoggingEventHandler, MetricsCollector, ScalingRealizer};
+//! use autoscaler_core::{BasicJobContext, config::Configuration, JobListFetcher, LoggingEventHandler, MetricsCollector, ScalingRealizer};
 //! use autoscaler_realizer::{
 //!     CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
 //!     RestClientConfig, RestMetricsCollector,

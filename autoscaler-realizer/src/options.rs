@@ -1,9 +1,9 @@
 //! The configuration the REST adapters read. The `job.autoscaler.*` options come from
-//! [`AutoScalerOptions`](autoscaler_core::AutoScalerOptions) (reference defaults, legacy fallback keys); the Flink keys below are read
+//! [`AutoScalerOptions`](autoscaler_core::config::AutoScalerOptions) (reference defaults, legacy fallback keys); the Flink keys below are read
 //! here.
 
 use autoscaler_core::config::parse_duration;
-use autoscaler_core::{Configuration, OptionsError};
+use autoscaler_core::{config::Configuration, config::OptionsError};
 use std::time::Duration;
 
 /// `jobmanager.scheduler`: must be `adaptive` for the rescale API.
@@ -35,7 +35,7 @@ pub const FLINK_CLUSTER_PORT_DEPRECATED: &str = "flinkClusterPort";
 /// default. A host given with a scheme (`https://jm`) keeps it.
 ///
 /// ```
-/// use autoscaler_core::Configuration;
+/// use autoscaler_core::config::Configuration;
 /// use autoscaler_realizer::flink_cluster_rest_url;
 /// assert_eq!(flink_cluster_rest_url(&Configuration::new()).ok().as_deref(), Some("http://localhost:8081"));
 /// let conf = Configuration::from_iter([("flinkClusterHost", "127.0.0.1"), ("autoscaler.standalone.fetcher.flink-cluster.port", "18081")]);

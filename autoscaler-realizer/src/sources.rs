@@ -34,8 +34,8 @@ use crate::rest::{FlinkRestClient, RestClientConfig};
 use crate::yarn::{JobManagerAccess, YarnApplication, YarnResourceManagerClient};
 use async_trait::async_trait;
 use autoscaler_core::{
-    AutoscalerMetricsReporter, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
-    NoopMetricsReporter,
+    AutoscalerMetricsReporter, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus, NoopMetricsReporter,
+    config::Configuration,
 };
 use std::collections::HashMap;
 use std::fmt;

@@ -3,7 +3,9 @@
 
 mod common;
 
-use autoscaler_core::{AutoScalerOptions, CollectError, CollectedJobMetrics, Configuration, MetricsCollector};
+use autoscaler_core::{
+    CollectError, CollectedJobMetrics, MetricsCollector, config::AutoScalerOptions, config::Configuration,
+};
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, ShipStrategy};
 use autoscaler_realizer::RestMetricsCollector;
 use chrono::{DateTime, TimeDelta, Utc};

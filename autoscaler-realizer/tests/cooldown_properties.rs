@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use autoscaler_core::{
-    BasicJobContext, Clock, Configuration, ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
+    BasicJobContext, Clock, ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer, config::Configuration,
 };
 use autoscaler_metrics::VertexId;
 use autoscaler_realizer::{CooldownConfig, CooldownRealizer};

@@ -3,7 +3,7 @@
 
 mod common;
 
-use autoscaler_core::{Configuration, JobAutoScalerContext, JobListFetcher, JobStatus};
+use autoscaler_core::{JobAutoScalerContext, JobListFetcher, JobStatus, config::Configuration};
 use autoscaler_realizer::FlinkClusterJobListFetcher;
 use common::*;
 use std::time::Duration;

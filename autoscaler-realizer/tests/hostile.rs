@@ -3,7 +3,7 @@
 
 mod common;
 
-use autoscaler_core::{Configuration, JobAutoScalerContext, JobListFetcher};
+use autoscaler_core::{JobAutoScalerContext, JobListFetcher, config::Configuration};
 use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig, RestError};
 use common::*;
 use std::time::{Duration, Instant};

@@ -3,8 +3,8 @@
 //! the mark expires, and a vanished job's cooldown entry is dropped.
 
 use autoscaler_core::{
-    AutoscalerError, BasicJobContext, Configuration, JobAutoScaler, ManualClock, ParallelismOverrides, RealizeError,
-    ScalingRealizer, async_trait,
+    AutoscalerError, BasicJobContext, JobAutoScaler, ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
+    async_trait, config::Configuration,
 };
 use autoscaler_metrics::VertexId;
 use autoscaler_realizer::{

@@ -9,7 +9,9 @@
 //! FLINK_REST_URL=http://127.0.0.1:18081 cargo test -p autoscaler-realizer --test real_flink -- --ignored --nocapture
 //! ```
 
-use autoscaler_core::{AutoScalerOptions, Configuration, JobListFetcher, JobStatus, MetricsCollector, ScalingRealizer};
+use autoscaler_core::{
+    JobListFetcher, JobStatus, MetricsCollector, ScalingRealizer, config::AutoScalerOptions, config::Configuration,
+};
 use autoscaler_metrics::{MetricHistory, ScalingMetric, VertexId};
 use autoscaler_realizer::{
     FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer, RestClientConfig, RestMetricsCollector,

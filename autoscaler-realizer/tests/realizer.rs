@@ -4,7 +4,7 @@
 mod common;
 
 use autoscaler_core::{
-    Configuration, EventType, JobStatus, ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
+    EventType, JobStatus, ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer, config::Configuration,
 };
 use autoscaler_metrics::VertexId;
 use autoscaler_realizer::{CooldownConfig, CooldownRealizer, RescaleApiScalingRealizer};

@@ -2,7 +2,7 @@
 //! RM down, `{"apps":null}`, an application that is gone, proxy 500s, malformed JSON, a RUNNING
 //! application whose JobManager refuses connections; job keys, selection, auth headers.
 
-use autoscaler_core::{Configuration, JobAutoScalerContext, JobListFetcher, JobStatus};
+use autoscaler_core::{JobAutoScalerContext, JobListFetcher, JobStatus, config::Configuration};
 use autoscaler_realizer::sources::{
     JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind, SourceObserver,
 };

@@ -7,8 +7,8 @@ use crate::engine::{SimJobState, Simulator};
 use autoscaler_core::async_trait;
 use autoscaler_core::config::parse_duration;
 use autoscaler_core::{
-    AutoScalerOptions, BasicJobContext, Configuration, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus,
-    ManualClock, ParallelismOverrides, RealizeError, ScalingRealizer,
+    BasicJobContext, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus, ManualClock, ParallelismOverrides,
+    RealizeError, ScalingRealizer, config::AutoScalerOptions, config::Configuration,
 };
 use autoscaler_core::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 use chrono::{DateTime, TimeZone, Utc};

@@ -5,7 +5,9 @@ use crate::adapters::{SimContext, SimHandle, SimMetricsCollector, SimScalingReal
 use crate::engine::Simulator;
 use autoscaler_core::async_trait;
 use autoscaler_core::plugins::PluginRegistry;
-use autoscaler_core::{AutoScalerEventHandler, AutoScalerStateStore, Configuration, EventType, MetricsCollector};
+use autoscaler_core::{
+    AutoScalerEventHandler, AutoScalerStateStore, EventType, MetricsCollector, config::Configuration,
+};
 use autoscaler_core::{CycleOutcome, JobAutoScalerImpl};
 use autoscaler_metrics::ScalingMetric;
 use autoscaler_state::InMemoryStateStore;

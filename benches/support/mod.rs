@@ -2,7 +2,7 @@
 //! long-running process has it, a collector handing out its last snapshot, and adapters that
 //! discard what the cycle realizes and reports.
 
-use autoscaler_core::AutoScalerOptions;
+use autoscaler_core::config::AutoScalerOptions;
 use autoscaler_core::{
     AutoScalerEventHandler, AutoScalerStateStore, BasicJobContext, CollectError, CollectedJobMetrics, EventType,
     JobAutoScalerContext, MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer,

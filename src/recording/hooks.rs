@@ -8,7 +8,9 @@ use super::{RecordedMetrics, Recorder};
 use crate::status::DecisionBoard;
 use autoscaler_core::ScalingSummary;
 use autoscaler_core::record::DecisionRecord;
-use autoscaler_core::{AutoScalerEventHandler, AutoScalerOptions, EventType, JobAutoScalerContext, async_trait};
+use autoscaler_core::{
+    AutoScalerEventHandler, EventType, JobAutoScalerContext, async_trait, config::AutoScalerOptions,
+};
 use autoscaler_core::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 use autoscaler_metrics::VertexId;
 use chrono::{DateTime, Utc};

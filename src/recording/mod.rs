@@ -24,7 +24,7 @@ mod writer;
 pub use hooks::{DecisionPublisher, RecordingCollector};
 pub use writer::{Recorder, RecorderOptions, job_file_name};
 
-use autoscaler_core::Configuration;
+use autoscaler_core::config::Configuration;
 use autoscaler_core::record::DecisionRecord;
 use autoscaler_metrics::collection::RawJobMetrics;
 use autoscaler_metrics::{CollectedMetrics, JobTopology};

@@ -1,7 +1,7 @@
 //! [`Recorder`]: appends each job's recording to `DIR/<job>.jsonl`, bounded in size and rotated.
 
 use super::{Entry, RecordedMetrics, Snapshot, entry_line, header_line};
-use autoscaler_core::Configuration;
+use autoscaler_core::config::Configuration;
 use autoscaler_core::record::DecisionRecord;
 use autoscaler_metrics::JobTopology;
 use chrono::{DateTime, Utc};

@@ -9,7 +9,7 @@ use autoscaler_core::cycle::{self, DecisionFacts, JobState, Observation, Stage, 
 use autoscaler_core::record::DecisionRecord;
 use autoscaler_core::scaling::{CycleEvent, Decision};
 use autoscaler_core::{
-    AutoScalerOptions, CollectedJobMetrics, DelayedScaleDown, EventType, MetricsSnapshot, OptionsError,
+    CollectedJobMetrics, DelayedScaleDown, EventType, MetricsSnapshot, config::AutoScalerOptions, config::OptionsError,
 };
 use autoscaler_metrics::root_cause::{self, Explanation};
 use autoscaler_metrics::{

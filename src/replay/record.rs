@@ -2,7 +2,7 @@
 //! An addition beside the result's other fields, which stay exactly as the format says; `null`
 //! when the cycle did not reach the decision.
 
-use autoscaler_core::AutoScalerOptions;
+use autoscaler_core::config::AutoScalerOptions;
 use autoscaler_core::record::{DecisionRecord, RecordInput};
 use autoscaler_core::scaling::Decision;
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, MetricHistory, true_processing_rate_estimates};

@@ -24,7 +24,9 @@
 use crate::recording::{Entry, RecordedMetrics, RecordingError, RecordingReader, Snapshot};
 use autoscaler_core::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
 use autoscaler_core::record::{DecisionRecord, JobOutcome, UtilizationBound, VertexReason};
-use autoscaler_core::{AutoScalerOptions, CollectedJobMetrics, Configuration, MetricsSnapshot, OptionsError};
+use autoscaler_core::{
+    CollectedJobMetrics, MetricsSnapshot, config::AutoScalerOptions, config::Configuration, config::OptionsError,
+};
 use autoscaler_metrics::JobTopology;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;

@@ -2,8 +2,8 @@
 //! with errors that name the offending field by its JSON path.
 
 use autoscaler_core::{
-    Configuration, DelayedScaleDown, RecommendedParallelism, ScalingHistory, ScalingRecord, ScalingSummary,
-    ScalingTracking, VertexDelayedScaleDownInfo,
+    DelayedScaleDown, RecommendedParallelism, ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking,
+    VertexDelayedScaleDownInfo, config::Configuration,
 };
 use autoscaler_metrics::{
     CollectedMetrics, EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology,

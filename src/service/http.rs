@@ -139,7 +139,7 @@ mod tests {
                 Some("prod/abc"),
                 None,
                 None,
-                &autoscaler_core::AutoScalerOptions::default(),
+                &autoscaler_core::config::AutoScalerOptions::default(),
                 Duration::from_secs(300),
                 JobOutcome::NotReady,
                 "insufficient_samples",

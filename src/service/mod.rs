@@ -99,7 +99,7 @@ impl MetricsCollector<String, Ctx> for ObservedCollector {
     async fn collect(
         &self,
         ctx: &Ctx,
-        options: &autoscaler_core::AutoScalerOptions,
+        options: &autoscaler_core::config::AutoScalerOptions,
         now: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
         let collected = self.inner.collect(ctx, options, now).await?;

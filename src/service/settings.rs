@@ -30,7 +30,7 @@
 //! (default `JDBC_PWD`); unset, our durable default, a SQLite file. `event-handler.type` `JDBC`
 //! stores events in the same JDBC database with `jdbc.event-handler.ttl` (90 d; 0 = keep forever).
 
-use autoscaler_core::Configuration;
+use autoscaler_core::config::Configuration;
 use autoscaler_core::config::parse_duration;
 use autoscaler_core::secret::{Secret, SecretSource, redact_url};
 use autoscaler_realizer::sources::{JobSelection, JobSource, SourceKind};

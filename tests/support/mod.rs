@@ -11,10 +11,10 @@
 #![allow(dead_code)]
 
 use autoscaler_core::{
-    AutoScalerEventHandler, AutoScalerOptions, AutoscalerMetricsReporter, Clock, CollectError, CollectedJobMetrics,
-    ConfigChanges, Configuration, CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, JobStatus,
-    ManualClock, MetricsCollector, MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait,
-    plugins::PluginRegistry, scaling::DecisionOutcome,
+    AutoScalerEventHandler, AutoscalerMetricsReporter, Clock, CollectError, CollectedJobMetrics, ConfigChanges,
+    CycleOutcome, EventType, JobAutoScalerContext, JobAutoScalerImpl, JobStatus, ManualClock, MetricsCollector,
+    MetricsSnapshot, ParallelismOverrides, RealizeError, ScalingRealizer, async_trait, config::AutoScalerOptions,
+    config::Configuration, plugins::PluginRegistry, scaling::DecisionOutcome,
 };
 use autoscaler_metrics::{
     CollectedMetrics, EdgeSpec, JobTopology, MetricValues, ScalingMetric, ShipStrategy, VertexId, VertexSpec,

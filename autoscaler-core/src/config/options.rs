@@ -3,7 +3,7 @@
 //! module's parsers and [`parse_duration`]).
 //!
 //! ```
-//! use autoscaler_core::{AutoScalerOptions, Configuration};
+//! use autoscaler_core::{config::AutoScalerOptions, config::Configuration};
 //! use std::time::Duration;
 //! let conf = Configuration::from_iter([
 //!     ("job.autoscaler.metrics.window", "10 min"),
@@ -297,7 +297,7 @@ fn read<T>(
 /// timeout would fail every call at once, so it is refused.
 ///
 /// ```
-/// use autoscaler_core::Configuration;
+/// use autoscaler_core::config::Configuration;
 /// use autoscaler_core::config::rest_client_timeout;
 /// let conf = Configuration::from_iter([("job.autoscaler.metrics.window", "forever")]);
 /// assert_eq!(rest_client_timeout(&conf), Ok(std::time::Duration::from_secs(10)));

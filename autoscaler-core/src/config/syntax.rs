@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// A Flink `Configuration`: `key -> value` strings, e.g. `job.autoscaler.metrics.window -> "10 min"`.
 ///
 /// ```
-/// use autoscaler_core::Configuration;
+/// use autoscaler_core::config::Configuration;
 /// let base = Configuration::from_iter([("job.autoscaler.utilization.target", "0.7")]);
 /// let job = Configuration::from_iter([("job.autoscaler.utilization.target", "0.6")]);
 /// assert_eq!(base.overlay(&job).get("job.autoscaler.utilization.target"), Some("0.6"));

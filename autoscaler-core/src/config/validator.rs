@@ -6,7 +6,7 @@
 //! enabled; then every `excluded.periods` entry must parse.
 //!
 //! ```
-//! use autoscaler_core::Configuration;
+//! use autoscaler_core::config::Configuration;
 //! use autoscaler_core::config::validate;
 //! let conf = Configuration::from_iter([
 //!     ("job.autoscaler.enabled", "true"),

@@ -20,14 +20,14 @@ pub const BUSINESS_HOURS_EXECUTOR: &str = "business-hours";
 ///
 /// ```
 /// use autoscaler_core::plugins::{BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor, PluginRegistry};
-/// use autoscaler_core::Configuration;
+/// use autoscaler_core::config::Configuration;
 /// let registry = PluginRegistry::new().with_executor(BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor);
 /// let conf = Configuration::from_iter([
 ///     ("job.autoscaler.scaling.custom-executors", "office"),
 ///     ("job.autoscaler.scaling.custom-executor.office.class", "business-hours"),
 ///     ("job.autoscaler.scaling.custom-executor.office.start", "08:30"),
 /// ]);
-/// # let options = autoscaler_core::AutoScalerOptions::from_configuration(&conf).unwrap();
+/// # let options = autoscaler_core::config::AutoScalerOptions::from_configuration(&conf).unwrap();
 /// # assert_eq!(registry.resolve(&conf, &options).executor_instances().collect::<Vec<_>>(), ["office"]);
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -82,8 +82,8 @@ impl ScalingExecutorPlugin for BusinessHoursExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Configuration;
     use crate::config::AutoScalerOptions;
+    use crate::config::Configuration;
     use crate::plugins::{CUSTOM_EXECUTOR_PREFIX, PluginConfig};
     use crate::state::{ConfigChanges, ScalingSummary};
     use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, JobTopology, VertexId, VertexSpec};

@@ -17,7 +17,7 @@ pub const ALIGNMENT_MODE_PREFIX: &str = "scaling.parallelism-alignment.mode.";
 /// so the canonical spelling wins where both set a parameter. `class` is a parameter like any other.
 ///
 /// ```
-/// use autoscaler_core::Configuration;
+/// use autoscaler_core::config::Configuration;
 /// use autoscaler_core::plugins::{CUSTOM_EXECUTOR_PREFIX, prefix_stripped_parameters};
 /// let conf = Configuration::from_iter([
 ///     ("job.autoscaler.scaling.custom-executor.hours.start", "09:00"),
@@ -97,7 +97,7 @@ impl PluginConfig {
     ///
     /// ```
     /// use autoscaler_core::plugins::{CUSTOM_EXECUTOR_PREFIX, PluginConfig};
-    /// use autoscaler_core::{ConfigChanges, Configuration};
+    /// use autoscaler_core::{ConfigChanges, config::Configuration};
     /// let conf = Configuration::from_iter([
     ///     ("taskmanager.memory.process.size", "4 gb"),
     ///     ("job.autoscaler.scaling.custom-executor.e.max", "8"),

@@ -159,7 +159,7 @@ fn smallest_divisor_at_least(n: i64, from: i64) -> Option<i64> {
 ///
 /// ```
 /// use autoscaler_core::scaling::{AlignmentContext, align};
-/// use autoscaler_core::AlignmentMode;
+/// use autoscaler_core::config::AlignmentMode;
 /// let ctx = AlignmentContext { current: 16, target: 24, num_source_partitions: 0, max_parallelism: 128,
 ///     lower_limit: 1, upper_limit: 200, has_hash_input: true };
 /// assert_eq!(align(AlignmentMode::Balanced, &ctx).parallelism, 26);

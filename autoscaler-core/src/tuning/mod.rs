@@ -40,7 +40,7 @@
 //!
 //! ```
 //! use autoscaler_core::tuning::{TuningInput, tune_task_manager_memory};
-//! use autoscaler_core::{AutoScalerOptions, Configuration, ScalingSummary};
+//! use autoscaler_core::{config::AutoScalerOptions, config::Configuration, ScalingSummary};
 //! use autoscaler_metrics::{
 //!     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
 //!     ShipStrategy, VertexId, VertexSpec,
@@ -248,7 +248,7 @@ impl ConfigChanges {
     /// `ConfigChanges.newConfigWithOverrides`): what a platform deploys.
     ///
     /// ```
-    /// use autoscaler_core::{ConfigChanges, Configuration};
+    /// use autoscaler_core::{ConfigChanges, config::Configuration};
     /// let mut changes = ConfigChanges::default();
     /// changes.overrides.insert("taskmanager.memory.process.size".into(), "2 gb".into());
     /// changes.removals.insert("taskmanager.memory.flink.size".into());

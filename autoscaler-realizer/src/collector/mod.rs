@@ -22,7 +22,8 @@ use crate::context::FlinkRestContext;
 use crate::rest::{AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetails, JobPlan, RestError};
 use async_trait::async_trait;
 use autoscaler_core::{
-    AutoScalerOptions, CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector, MetricsSnapshot,
+    CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector, MetricsSnapshot,
+    config::AutoScalerOptions,
 };
 use autoscaler_metrics::collection::{FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics};
 use autoscaler_metrics::time::add_saturating;

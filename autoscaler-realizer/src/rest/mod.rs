@@ -157,7 +157,9 @@ impl Default for RestClientConfig {
 impl RestClientConfig {
     /// The defaults with the request timeout from `job.autoscaler.flink.rest-client.timeout`
     /// (10 s when unset), as the reference's clients use it.
-    pub fn from_configuration(conf: &autoscaler_core::Configuration) -> Result<Self, autoscaler_core::OptionsError> {
+    pub fn from_configuration(
+        conf: &autoscaler_core::config::Configuration,
+    ) -> Result<Self, autoscaler_core::config::OptionsError> {
         Ok(Self {
             timeout: crate::options::rest_client_timeout(conf)?,
             ..Self::default()
@@ -238,7 +240,7 @@ impl FlinkRestClient {
     /// The client of the standalone autoscaler's cluster: URL from
     /// `autoscaler.standalone.fetcher.flink-cluster.host`/`.port` ([`crate::flink_cluster_rest_url`]),
     /// settings from [`RestClientConfig::from_configuration`].
-    pub fn from_configuration(conf: &autoscaler_core::Configuration) -> Result<Self, RestError> {
+    pub fn from_configuration(conf: &autoscaler_core::config::Configuration) -> Result<Self, RestError> {
         let url = crate::options::flink_cluster_rest_url(conf).map_err(|e| RestError::Config(e.to_string()))?;
         let config = RestClientConfig::from_configuration(conf).map_err(|e| RestError::Config(e.to_string()))?;
         Self::new(&url, config)

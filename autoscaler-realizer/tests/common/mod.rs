@@ -1,7 +1,9 @@
 //! Shared helpers of the mock-server tests: fixtures, ids of the recorded job, a fast client, mounts.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use autoscaler_core::{AutoScalerEventHandler, BasicJobContext, Configuration, EventType, JobAutoScalerContext};
+use autoscaler_core::{
+    AutoScalerEventHandler, BasicJobContext, EventType, JobAutoScalerContext, config::Configuration,
+};
 use autoscaler_realizer::{FlinkRestClient, RestClientConfig};
 use std::sync::Mutex;
 use std::time::Duration;

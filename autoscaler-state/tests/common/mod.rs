@@ -3,7 +3,7 @@
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
-use autoscaler_core::{BasicJobContext, Configuration};
+use autoscaler_core::{BasicJobContext, config::Configuration};
 use autoscaler_core::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, RecommendedParallelism, ScalingHistory, ScalingRecord,
     ScalingSummary, ScalingTracking, VertexDelayedScaleDownInfo,
