@@ -77,7 +77,9 @@ fn bench_cycle(c: &mut Criterion) {
 /// `JobSeries` as its metrics reporter. Ids `cycle_exported/<scenario>`; compare with `cycle/`.
 fn bench_cycle_exported(c: &mut Criterion) {
     use autoscaler_core::{JobAutoScaler, JobStatus};
-    use autoscaler_realizer::{FlinkRestClient, RestClientConfig, SourceJobContext, sources::JobLabels};
+    use autoscaler_realizer::{
+        rest::FlinkRestClient, rest::RestClientConfig, sources::JobLabels, sources::SourceJobContext,
+    };
     use flink_autoscaler::service::metrics::{LATENCY_BUCKETS, ServiceMetrics};
     use flink_autoscaler::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore};
 

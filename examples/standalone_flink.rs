@@ -16,8 +16,8 @@ use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::{AutoScalerEventHandler, BasicJobContext, LoggingEventHandler};
 use flink_autoscaler::core::{ControlLoopOptions, StandaloneAutoscaler};
 use flink_autoscaler::realizer::{
-    CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
-    RestClientConfig, RestMetricsCollector,
+    CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, RescaleApiScalingRealizer, RestMetricsCollector,
+    rest::FlinkRestClient, rest::RestClientConfig,
 };
 use flink_autoscaler::sim::harness::example_configuration;
 use flink_autoscaler::state::InMemoryStateStore;

@@ -11,7 +11,9 @@ use autoscaler_core::{
 };
 use autoscaler_metrics::MetricHistory;
 use autoscaler_metrics::root_cause;
-use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig, RestMetricsCollector};
+use autoscaler_realizer::{
+    FlinkClusterJobListFetcher, RestMetricsCollector, rest::FlinkRestClient, rest::RestClientConfig,
+};
 use clap::Args;
 use std::time::Duration;
 

@@ -11,8 +11,8 @@ use autoscaler_core::{
     async_trait, config::Configuration,
 };
 use autoscaler_realizer::{
-    CooldownConfig, CooldownRealizer, MultiSourceJobListFetcher, RescaleApiScalingRealizer, RescaleInFlightGuard,
-    RestClientConfig, RestMetricsCollector, SourceJobContext,
+    CooldownConfig, CooldownRealizer, RescaleApiScalingRealizer, RescaleInFlightGuard, RestMetricsCollector,
+    rest::RestClientConfig, sources::MultiSourceJobListFetcher, sources::SourceJobContext,
 };
 use flink_autoscaler::recording::{DecisionPublisher, Recorder, RecorderOptions, RecordingCollector};
 use flink_autoscaler::service::metrics::{self, ServiceMetrics};

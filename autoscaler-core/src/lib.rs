@@ -2,10 +2,9 @@
 //!
 //! The deciding half of flink-autoscaler-rs: the FLIP-334 traits a platform implements
 //! ([`JobAutoScalerContext`], [`ScalingRealizer`], [`AutoScalerEventHandler`],
-//! [`AutoScalerStateStore`], [`MetricsCollector`]), the configuration and typed `job.autoscaler.*` options
-//! ([`config`]), the
-//! per-vertex scaler, the scaling executor, memory autotuning ([`tuning`]), `JobAutoScalerImpl` and the
-//! standalone control loop.
+//! [`AutoScalerStateStore`], [`MetricsCollector`]), the configuration and typed `job.autoscaler.*`
+//! options ([`config`]), the per-vertex scaler, the scaling executor, memory autotuning ([`tuning`]),
+//! `JobAutoScalerImpl` and the standalone control loop.
 
 // The FLIP-334 seams, the cycle and the standalone loop: private modules, their items at the root.
 mod autoscaler;

@@ -181,7 +181,8 @@ enum Decision {
 ///
 /// ```
 /// use autoscaler_core::BasicJobContext;
-/// use autoscaler_realizer::{CooldownConfig, CooldownRealizer, FlinkRestClient, RescaleApiScalingRealizer};
+/// use autoscaler_realizer::rest::FlinkRestClient;
+/// use autoscaler_realizer::{CooldownConfig, CooldownRealizer, RescaleApiScalingRealizer};
 /// use std::time::Duration;
 ///
 /// type Ctx = BasicJobContext<String, FlinkRestClient>;

@@ -20,11 +20,12 @@ use std::time::Duration;
 /// does not mistake a job it could not read for a job that disappeared (and clean its state up).
 ///
 /// ```
-/// use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig};
+/// use autoscaler_realizer::rest::{FlinkRestClient, RestClientConfig};
+/// use autoscaler_realizer::FlinkClusterJobListFetcher;
 /// let client = FlinkRestClient::new("http://127.0.0.1:8081", RestClientConfig::default())?;
 /// let fetcher = FlinkClusterJobListFetcher::new(client);
 /// # let _ = fetcher;
-/// # Ok::<(), autoscaler_realizer::RestError>(())
+/// # Ok::<(), autoscaler_realizer::rest::RestError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct FlinkClusterJobListFetcher {

@@ -4,12 +4,12 @@
 //!
 //! | part | does | reference |
 //! |---|---|---|
-//! | [`FlinkRestClient`] ([`rest`]) | typed client of the endpoints below; per-request timeouts, bounded retries with backoff for GETs, TLS, an auth header; [`RestError`] names endpoint and status | Flink `RestClusterClient` |
+//! | [`rest::FlinkRestClient`] | typed client of the endpoints below; per-request timeouts, bounded retries with backoff for GETs, TLS, an auth header; [`rest::RestError`] names endpoint and status | Flink `RestClusterClient` |
 //! | [`RestMetricsCollector`] | [`MetricsCollector`](autoscaler_core::MetricsCollector): topology, `job_running_since` and the scaling metrics of one job | `RestApiMetricsCollector`, `ScalingMetricCollector` |
 //! | [`RescaleApiScalingRealizer`] | [`ScalingRealizer`](autoscaler_core::ScalingRealizer): in-place rescale through `PUT /jobs/<id>/resource-requirements` | standalone `RescaleApiScalingRealizer` |
 //! | [`CooldownRealizer`] | wraps any realizer with the adaptive scheduler's `scaling-interval.min`/`.max` cooldown | adaptive scheduler |
 //! | [`FlinkClusterJobListFetcher`] | [`JobListFetcher`](autoscaler_core::JobListFetcher): the jobs of one cluster with their configuration | standalone `FlinkClusterJobListFetcher` |
-//! | [`MultiSourceJobListFetcher`] ([`sources`]) | the jobs of many clusters and YARN ResourceManagers, keyed by source, a failing source skipped alone | FLIP-334 §5.2 (none in the reference) |
+//! | [`sources::MultiSourceJobListFetcher`] | the jobs of many clusters and YARN ResourceManagers, keyed by source, a failing source skipped alone | FLIP-334 §5.2 (none in the reference) |
 //! | [`yarn::YarnResourceManagerClient`] | the RUNNING Flink applications of a YARN RM and their JobManagers' REST addresses | none in the reference |
 //!
 //! The conversion from aggregated Flink metrics to scaling metrics is pure and lives in
@@ -23,17 +23,18 @@
 //!
 //! # Wiring
 //!
-//! [`FlinkRestClient::from_configuration`] builds the client of the standalone autoscaler's cluster
+//! [`rest::FlinkRestClient::from_configuration`] builds the client of the standalone autoscaler's cluster
 //! from `autoscaler.standalone.fetcher.flink-cluster.host`/`.port` and
-//! `job.autoscaler.flink.rest-client.timeout`. The fetcher produces [`BasicJobContext<String, FlinkRestClient>`](autoscaler_core::BasicJobContext)
+//! `job.autoscaler.flink.rest-client.timeout`. The fetcher produces [`BasicJobContext<String, rest::FlinkRestClient>`](autoscaler_core::BasicJobContext)
 //! (job key = job id); the collector and realizer reach the client through [`FlinkRestContext`],
 //! implemented for that context (implement it on your own context type to reuse them).
 //!
 //! ```no_run
-//! use autoscaler_core::{BasicJobContext, config::Configuration, JobListFetcher, LoggingEventHandler, MetricsCollector, ScalingRealizer};
+//! use autoscaler_core::config::Configuration;
+//! use autoscaler_core::{BasicJobContext, JobListFetcher, LoggingEventHandler, MetricsCollector, ScalingRealizer};
+//! use autoscaler_realizer::rest::{FlinkRestClient, RestClientConfig};
 //! use autoscaler_realizer::{
-//!     CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer,
-//!     RestClientConfig, RestMetricsCollector,
+//!     CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, RescaleApiScalingRealizer, RestMetricsCollector,
 //! };
 //! use std::sync::Arc;
 //! use std::time::Duration;
@@ -67,7 +68,7 @@
 //!   collector lists each vertex's names first and asks only for those it found.
 //! - Per-subtask and job-manager metric values are strings; they are parsed where used.
 //! - An unknown or cancelled job answers 500 (`FlinkJobNotFoundException`) on the
-//!   resource-requirements endpoints and 404 on `/jobs/<id>`: [`RestError::is_job_not_found`].
+//!   resource-requirements endpoints and 404 on `/jobs/<id>`: [`rest::RestError::is_job_not_found`].
 //! - Right after a start or rescale, metrics are stale or pinned at busy = 1000 for tens of seconds:
 //!   the caller's stabilization interval (default 5 min) covers it; during it a missing required
 //!   metric is "not ready", not an error.
@@ -111,8 +112,3 @@ pub use options::{
     SCALING_INTERVAL_MAX, SCALING_INTERVAL_MIN, flink_cluster_rest_url,
 };
 pub use realizer::{RescaleApiScalingRealizer, SCALING_EVENT_REASON, updated_requirements};
-pub use rest::{
-    AuthHeader, DEFAULT_MAX_RESPONSE_BYTES, FlinkRestClient, REST_REQUEST_DURATION, REST_REQUEST_ERRORS,
-    RestClientConfig, RestError, TlsConfig,
-};
-pub use sources::{JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind};

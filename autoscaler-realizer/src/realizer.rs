@@ -26,7 +26,8 @@ pub const SCALING_EVENT_REASON: &str = "Scaling";
 ///
 /// ```
 /// use autoscaler_core::{BasicJobContext, LoggingEventHandler};
-/// use autoscaler_realizer::{FlinkRestClient, RescaleApiScalingRealizer};
+/// use autoscaler_realizer::rest::FlinkRestClient;
+/// use autoscaler_realizer::RescaleApiScalingRealizer;
 /// use std::sync::Arc;
 ///
 /// type Ctx = BasicJobContext<String, FlinkRestClient>;

@@ -5,7 +5,7 @@ mod common;
 
 use autoscaler_core::JobStatus;
 use autoscaler_realizer::rest::Aggregation;
-use autoscaler_realizer::{AuthHeader, FlinkRestClient, RestClientConfig, RestError};
+use autoscaler_realizer::{rest::AuthHeader, rest::FlinkRestClient, rest::RestClientConfig, rest::RestError};
 use common::*;
 use std::time::{Duration, Instant};
 use wiremock::matchers::{header, method, path, query_param};

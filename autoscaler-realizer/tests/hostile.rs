@@ -4,7 +4,7 @@
 mod common;
 
 use autoscaler_core::{JobAutoScalerContext, JobListFetcher, config::Configuration};
-use autoscaler_realizer::{FlinkClusterJobListFetcher, FlinkRestClient, RestClientConfig, RestError};
+use autoscaler_realizer::{FlinkClusterJobListFetcher, rest::FlinkRestClient, rest::RestClientConfig, rest::RestError};
 use common::*;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -77,7 +77,7 @@ async fn the_default_limit_bounds_an_endless_body_too() {
     let client = FlinkRestClient::new(&url, config).expect("valid URL");
     let error = client.jobs_overview().await.expect_err("the body never ends");
     assert!(
-        matches!(error, RestError::BodyTooLarge { limit, .. } if limit == autoscaler_realizer::DEFAULT_MAX_RESPONSE_BYTES),
+        matches!(error, RestError::BodyTooLarge { limit, .. } if limit == autoscaler_realizer::rest::DEFAULT_MAX_RESPONSE_BYTES),
         "{error}"
     );
 }

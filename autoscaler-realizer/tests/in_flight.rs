@@ -8,7 +8,7 @@ use autoscaler_core::{
 };
 use autoscaler_metrics::VertexId;
 use autoscaler_realizer::{
-    CooldownConfig, CooldownRealizer, FlinkRestClient, InFlight, RescaleInFlightGuard, RestClientConfig,
+    CooldownConfig, CooldownRealizer, InFlight, RescaleInFlightGuard, rest::FlinkRestClient, rest::RestClientConfig,
 };
 use chrono::{TimeZone, Utc};
 use serde_json::json;

@@ -14,7 +14,8 @@ use autoscaler_core::{
 };
 use autoscaler_metrics::{MetricHistory, ScalingMetric, VertexId};
 use autoscaler_realizer::{
-    FlinkClusterJobListFetcher, FlinkRestClient, RescaleApiScalingRealizer, RestClientConfig, RestMetricsCollector,
+    FlinkClusterJobListFetcher, RescaleApiScalingRealizer, RestMetricsCollector, rest::FlinkRestClient,
+    rest::RestClientConfig,
 };
 use chrono::Utc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use autoscaler_realizer::{REST_REQUEST_DURATION, REST_REQUEST_ERRORS, RestClientConfig};
+use autoscaler_realizer::{rest::REST_REQUEST_DURATION, rest::REST_REQUEST_ERRORS, rest::RestClientConfig};
 use common::{JOB, SOURCE};
 use std::time::Duration;
 use wiremock::MockServer;

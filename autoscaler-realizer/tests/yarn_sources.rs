@@ -7,7 +7,7 @@ use autoscaler_realizer::sources::{
     JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind, SourceObserver,
 };
 use autoscaler_realizer::yarn::{JobManagerAccess, YarnResourceManagerClient};
-use autoscaler_realizer::{AuthHeader, FlinkRestClient, RestClientConfig};
+use autoscaler_realizer::{rest::AuthHeader, rest::FlinkRestClient, rest::RestClientConfig};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -7,7 +7,8 @@
 //! (`flink-autoscaler-plugin-jdbc`) with the improvements listed below.
 //!
 //! ```no_run
-//! use autoscaler_core::{AutoScalerStateStore, BasicJobContext, config::Configuration};
+//! use autoscaler_core::config::Configuration;
+//! use autoscaler_core::{AutoScalerStateStore, BasicJobContext};
 //! use autoscaler_state::{open_event_handler, open_state_store};
 //!
 //! # async fn demo() -> Result<(), autoscaler_core::StateError> {

@@ -12,7 +12,7 @@
 //!   request latency and failures per endpoint, state flush latency and failures) go through the
 //!   [`metrics`] facade, so a library user gets them in whatever recorder they install; the binary
 //!   installs `metrics-exporter-prometheus` and appends its rendering to the per-job series. The
-//!   REST series are emitted by the realizer's client ([`autoscaler_realizer::FlinkRestClient`])
+//!   REST series are emitted by the realizer's client ([`autoscaler_realizer::rest::FlinkRestClient`])
 //!   and the flush series by the state stores ([`autoscaler_state::AnyStateStore`]) themselves, so
 //!   they need no wrapper.
 //!
@@ -49,7 +49,7 @@ pub const CYCLE_DURATION: &str = "flink_autoscaler_cycle_duration_seconds";
 pub const SOURCE_FETCH_DURATION: &str = "flink_autoscaler_source_fetch_duration_seconds";
 /// Name of the source fetch failure counter.
 pub const SOURCE_FETCH_ERRORS: &str = "flink_autoscaler_source_fetch_errors_total";
-pub use autoscaler_realizer::{REST_REQUEST_DURATION, REST_REQUEST_ERRORS};
+pub use autoscaler_realizer::{rest::REST_REQUEST_DURATION, rest::REST_REQUEST_ERRORS};
 pub use autoscaler_state::{STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS};
 
 /// Histogram buckets (seconds) of the process-wide latency series.

@@ -6,7 +6,7 @@
 //!
 //! - [`settings`]: CLI flags and `autoscaler.standalone.*` / `autoscaler.service.*` keys to
 //!   sources, state store and event handler;
-//! - [`autoscaler_realizer::MultiSourceJobListFetcher`]: the job list of every source;
+//! - [`autoscaler_realizer::sources::MultiSourceJobListFetcher`]: the job list of every source;
 //! - [`metrics`]: per-job series rendered at scrape time, process-wide series via the `metrics`
 //!   facade, health flags;
 //! - [`http`]: the axum server of `/metrics`, `/livez` and `/readyz` (other routes merge in);
@@ -25,7 +25,7 @@ use autoscaler_core::{
     JobAutoScaler, MetricsCollector, ParallelismOverrides, ScalingHistory, ScalingTracking, StateResult, async_trait,
 };
 use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
-use autoscaler_realizer::SourceJobContext;
+use autoscaler_realizer::sources::SourceJobContext;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Instant;

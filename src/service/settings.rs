@@ -35,7 +35,7 @@ use autoscaler_core::config::parse_duration;
 use autoscaler_core::secret::{Secret, SecretSource, redact_url};
 use autoscaler_realizer::sources::{JobSelection, JobSource, SourceKind};
 use autoscaler_realizer::yarn::{JobManagerAccess, YarnResourceManagerClient};
-use autoscaler_realizer::{AuthHeader, FlinkRestClient, RestClientConfig, TlsConfig};
+use autoscaler_realizer::{rest::AuthHeader, rest::FlinkRestClient, rest::RestClientConfig, rest::TlsConfig};
 use std::fmt;
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! module's parsers and [`parse_duration`]).
 //!
 //! ```
-//! use autoscaler_core::{config::AutoScalerOptions, config::Configuration};
+//! use autoscaler_core::config::{AutoScalerOptions, Configuration};
 //! use std::time::Duration;
 //! let conf = Configuration::from_iter([
 //!     ("job.autoscaler.metrics.window", "10 min"),

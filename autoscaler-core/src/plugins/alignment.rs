@@ -57,7 +57,7 @@ pub trait ParallelismAlignmentMode: Send + Sync {
 /// ```
 /// use autoscaler_core::plugins::{AlignmentModeContext, ParallelismAlignmentMode, PluginConfig};
 /// use autoscaler_core::scaling::AlignmentContext;
-/// use autoscaler_core::{config::AlignmentMode, config::Configuration};
+/// use autoscaler_core::config::{AlignmentMode, Configuration};
 /// use autoscaler_metrics::{EvaluatedVertexMetrics, ShipStrategy, VertexId};
 /// let config = PluginConfig::new(&Configuration::new(), "", "EVENLY_SPREAD", "EVENLY_SPREAD");
 /// let ctx = AlignmentModeContext {

@@ -97,7 +97,8 @@ impl PluginConfig {
     ///
     /// ```
     /// use autoscaler_core::plugins::{CUSTOM_EXECUTOR_PREFIX, PluginConfig};
-    /// use autoscaler_core::{ConfigChanges, config::Configuration};
+    /// use autoscaler_core::config::Configuration;
+    /// use autoscaler_core::ConfigChanges;
     /// let conf = Configuration::from_iter([
     ///     ("taskmanager.memory.process.size", "4 gb"),
     ///     ("job.autoscaler.scaling.custom-executor.e.max", "8"),

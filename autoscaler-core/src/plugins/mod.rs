@@ -24,7 +24,7 @@
 //!
 //! ```
 //! use autoscaler_core::plugins::{ExecutorContext, PluginError, PluginRegistry, ScalingExecutorPlugin, ScalingSummaries};
-//! use autoscaler_core::{config::AutoScalerOptions, config::Configuration};
+//! use autoscaler_core::config::{AutoScalerOptions, Configuration};
 //!
 //! /// Never lets a vertex go above `max` (a parameter of the instance).
 //! struct Cap;

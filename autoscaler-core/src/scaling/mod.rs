@@ -13,7 +13,8 @@
 //!
 //! ```
 //! use autoscaler_core::scaling::{DecisionInput, DecisionOutcome, NoChangeReason, decide};
-//! use autoscaler_core::{config::AutoScalerOptions, DelayedScaleDown, ScalingHistory};
+//! use autoscaler_core::config::AutoScalerOptions;
+//! use autoscaler_core::{DelayedScaleDown, ScalingHistory};
 //! use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexSpec};
 //! use std::time::Duration;
 //!

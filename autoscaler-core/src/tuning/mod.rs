@@ -40,7 +40,8 @@
 //!
 //! ```
 //! use autoscaler_core::tuning::{TuningInput, tune_task_manager_memory};
-//! use autoscaler_core::{config::AutoScalerOptions, config::Configuration, ScalingSummary};
+//! use autoscaler_core::config::{AutoScalerOptions, Configuration};
+//! use autoscaler_core::ScalingSummary;
 //! use autoscaler_metrics::{
 //!     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
 //!     ShipStrategy, VertexId, VertexSpec,
@@ -248,7 +249,8 @@ impl ConfigChanges {
     /// `ConfigChanges.newConfigWithOverrides`): what a platform deploys.
     ///
     /// ```
-    /// use autoscaler_core::{ConfigChanges, config::Configuration};
+    /// use autoscaler_core::config::Configuration;
+    /// use autoscaler_core::ConfigChanges;
     /// let mut changes = ConfigChanges::default();
     /// changes.overrides.insert("taskmanager.memory.process.size".into(), "2 gb".into());
     /// changes.removals.insert("taskmanager.memory.flink.size".into());

@@ -55,7 +55,8 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 ///
 /// ```
 /// use autoscaler_core::{BasicJobContext, MetricsCollector};
-/// use autoscaler_realizer::{FlinkRestClient, RestMetricsCollector};
+/// use autoscaler_realizer::rest::FlinkRestClient;
+/// use autoscaler_realizer::RestMetricsCollector;
 /// use std::sync::Arc;
 ///
 /// let collector: Arc<dyn MetricsCollector<String, BasicJobContext<String, FlinkRestClient>>> =

@@ -41,7 +41,7 @@ pub enum RestError {
         /// The parse error.
         message: String,
     },
-    /// The answer's body is longer than [`crate::RestClientConfig::max_response_bytes`]; reading
+    /// The answer's body is longer than [`super::RestClientConfig::max_response_bytes`]; reading
     /// stopped at the limit.
     #[error("{endpoint} returned a body longer than the limit of {limit} bytes (max_response_bytes)")]
     BodyTooLarge {

@@ -58,7 +58,7 @@ impl AuthHeader {
     /// `Authorization: Basic <base64 of user:password>` (RFC 7617).
     ///
     /// ```
-    /// use autoscaler_realizer::AuthHeader;
+    /// use autoscaler_realizer::rest::AuthHeader;
     /// // "Aladdin:open sesame", RFC 7617's example.
     /// assert_eq!(AuthHeader::basic("Aladdin", "open sesame").value, "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
     /// ```

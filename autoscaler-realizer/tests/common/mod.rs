@@ -4,7 +4,7 @@
 use autoscaler_core::{
     AutoScalerEventHandler, BasicJobContext, EventType, JobAutoScalerContext, config::Configuration,
 };
-use autoscaler_realizer::{FlinkRestClient, RestClientConfig};
+use autoscaler_realizer::{rest::FlinkRestClient, rest::RestClientConfig};
 use std::sync::Mutex;
 use std::time::Duration;
 use wiremock::matchers::{method, path, path_regex, query_param_is_missing};
