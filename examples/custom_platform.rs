@@ -22,8 +22,8 @@ use flink_autoscaler::core::{
     ScalingRealizer, async_trait, config::AutoScalerOptions, config::Configuration,
 };
 use flink_autoscaler::metrics::{CollectedMetrics, MetricValues, ScalingMetric};
-use flink_autoscaler::sim::adapters::sim_instant;
 use flink_autoscaler::sim::harness::example_configuration;
+use flink_autoscaler::sim::sim_instant;
 use flink_autoscaler::sim::{SimHandle, Simulator, workloads};
 use flink_autoscaler::state::InMemoryStateStore;
 use std::sync::{Arc, Mutex};

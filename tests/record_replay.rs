@@ -8,8 +8,8 @@ use flink_autoscaler::recording::{
     DecisionPublisher, Entry, Recorder, RecorderOptions, RecordingCollector, open_recording_file, read_recording_file,
 };
 use flink_autoscaler::replay::recording::{RecordingReplay, WhatIf, render, replay_recording};
-use flink_autoscaler::sim::adapters::sim_instant;
 use flink_autoscaler::sim::harness::{SimAutoscaler, SimCollector, SimEventHandler, example_configuration};
+use flink_autoscaler::sim::sim_instant;
 use flink_autoscaler::sim::{Simulator, workloads};
 use std::path::{Path, PathBuf};
 use std::process::Command;

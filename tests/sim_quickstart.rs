@@ -62,7 +62,7 @@ async fn the_standalone_loop_scales_the_simulated_job() {
 async fn the_collector_reports_flink_metrics_with_flink_meaning() {
     use flink_autoscaler::core::{MetricsCollector, config::AutoScalerOptions};
     use flink_autoscaler::metrics::{MetricHistory, ScalingMetric};
-    use flink_autoscaler::sim::adapters::sim_instant;
+    use flink_autoscaler::sim::sim_instant;
     use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimVertex};
 
     // 3,000 records/s into a vertex that manages 1,000: the source is backpressured 900 ms/s.

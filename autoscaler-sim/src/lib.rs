@@ -8,7 +8,7 @@
 //!   through bounded buffers with credit-based flow control, and the job reports what Flink
 //!   reports (busy/backpressured/idle ms per second, record rates and counters, pendingRecords).
 //!   A rescale costs a restart downtime.
-//! - [`adapters`]: the simulator behind the autoscaler's own traits ([`SimMetricsCollector`],
+//! - The simulator behind the autoscaler's own traits ([`SimMetricsCollector`],
 //!   [`SimScalingRealizer`], [`SimJobListFetcher`]) and a clock following simulated time
 //!   ([`SimHandle::clock`]).
 //! - [`harness`]: runs `JobAutoScalerImpl` on a simulator cycle by cycle and measures convergence.
@@ -16,16 +16,21 @@
 //! - [`bottleneck`]: the true bottleneck of a simulated job, by experiment, and the root-cause
 //!   rule's verdict on it (precision and recall of the rule).
 
-pub mod adapters;
+// The simulator and its adapters: private modules, their items at the root.
+mod adapters;
+mod engine;
+mod job;
+mod profile;
+
+// Namespaces: their items are reached through them only.
 pub mod bottleneck;
-pub mod engine;
 pub mod harness;
-pub mod job;
-pub mod profile;
 pub mod rng;
 pub mod workloads;
 
-pub use adapters::{SimContext, SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer};
+pub use adapters::{
+    SimContext, SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer, sim_epoch, sim_instant,
+};
 pub use engine::{Counters, RescaleEvent, SimJobState, Simulator, SubtaskMeters, Totals};
 pub use job::{KeySkew, SimEdge, SimError, SimJob, SimSettings, SimTaskManagerMemory, SimVertex, SourceSpec};
 pub use profile::RateProfile;

@@ -49,8 +49,6 @@ pub const CYCLE_DURATION: &str = "flink_autoscaler_cycle_duration_seconds";
 pub const SOURCE_FETCH_DURATION: &str = "flink_autoscaler_source_fetch_duration_seconds";
 /// Name of the source fetch failure counter.
 pub const SOURCE_FETCH_ERRORS: &str = "flink_autoscaler_source_fetch_errors_total";
-pub use autoscaler_realizer::{rest::REST_REQUEST_DURATION, rest::REST_REQUEST_ERRORS};
-pub use autoscaler_state::{STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS};
 
 /// Histogram buckets (seconds) of the process-wide latency series.
 pub const LATENCY_BUCKETS: &[f64] = &[
