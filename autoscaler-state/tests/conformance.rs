@@ -14,7 +14,7 @@ use autoscaler_core::{
 };
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, VertexId};
 use autoscaler_state::{AnyEventHandler, AnyStateStore, STATE_FLUSH_FAILED_REASON, StoreOptions, flush_or_warn};
-use common::{Ctx, Kind, Sample, TestDb, ctx, json, sample};
+use common::{Ctx, Kind, Sample, TestDb, assert_all, ctx, json, sample};
 use std::time::Duration;
 
 async fn open(db: &TestDb) -> AnyStateStore {
@@ -34,29 +34,6 @@ async fn store_all(store: &AnyStateStore, c: &Ctx, s: &Sample) {
     store.store_parallelism_overrides(c, &s.overrides).await.unwrap();
     store.store_config_changes(c, &s.changes).await.unwrap();
     store.store_delayed_scale_down(c, &s.delayed).await.unwrap();
-}
-
-async fn assert_all(store: &AnyStateStore, c: &Ctx, s: &Sample) {
-    let key = &c.job_key;
-    assert_eq!(
-        json(&store.get_scaling_history(c).await.unwrap()),
-        json(&s.history),
-        "{key}"
-    );
-    assert_eq!(store.get_scaling_tracking(c).await.unwrap(), s.tracking, "{key}");
-    assert_eq!(
-        json(&store.get_collected_metrics(c).await.unwrap()),
-        json(&s.metrics),
-        "{key}"
-    );
-    assert_eq!(
-        json(&store.get_evaluated_metrics(c).await.unwrap()),
-        json(&Some(&s.evaluated)),
-        "{key}"
-    );
-    assert_eq!(store.get_parallelism_overrides(c).await.unwrap(), s.overrides, "{key}");
-    assert_eq!(store.get_config_changes(c).await.unwrap(), s.changes, "{key}");
-    assert_eq!(store.get_delayed_scale_down(c).await.unwrap(), s.delayed, "{key}");
 }
 
 async fn assert_empty(store: &AnyStateStore, c: &Ctx) {

@@ -9,7 +9,7 @@ mod common;
 use autoscaler_core::AutoScalerStateStore;
 use autoscaler_metrics::CollectedMetrics;
 use autoscaler_state::AnyStateStore;
-use common::{Ctx, Sample, ctx, json, metric_history, sample, t};
+use common::{Ctx, Sample, assert_all, ctx, metric_history, sample, t};
 use sqlx::Connection as _;
 
 /// The fixture's jobs and the values the earlier release stored for them.
@@ -17,29 +17,6 @@ fn fixture_jobs() -> Vec<(Ctx, Sample)> {
     let mut wide = sample(5);
     wide.metrics = metric_history(5, 400);
     vec![(ctx("fixture-small"), sample(3)), (ctx("fixture-wide"), wide)]
-}
-
-async fn assert_loads(store: &AnyStateStore, c: &Ctx, s: &Sample) {
-    let key = &c.job_key;
-    assert_eq!(
-        json(&store.get_scaling_history(c).await.unwrap()),
-        json(&s.history),
-        "{key}"
-    );
-    assert_eq!(store.get_scaling_tracking(c).await.unwrap(), s.tracking, "{key}");
-    assert_eq!(
-        json(&store.get_collected_metrics(c).await.unwrap()),
-        json(&s.metrics),
-        "{key}"
-    );
-    assert_eq!(
-        json(&store.get_evaluated_metrics(c).await.unwrap()),
-        json(&Some(&s.evaluated)),
-        "{key}"
-    );
-    assert_eq!(store.get_parallelism_overrides(c).await.unwrap(), s.overrides, "{key}");
-    assert_eq!(store.get_config_changes(c).await.unwrap(), s.changes, "{key}");
-    assert_eq!(store.get_delayed_scale_down(c).await.unwrap(), s.delayed, "{key}");
 }
 
 /// `(state_type)` rows of `job_key`, straight from the table.
@@ -73,7 +50,7 @@ async fn a_database_of_the_earlier_release_loads_and_migrates_its_window() {
         // Opening runs the current migrations on the old schema; every state loads as written.
         let store = AnyStateStore::open(&url).await.unwrap();
         for (c, s) in &fixture_jobs() {
-            assert_loads(&store, c, s).await;
+            assert_all(&store, c, s).await;
         }
 
         // The next flush of the window (one more snapshot) migrates it to snapshot rows.
@@ -90,9 +67,9 @@ async fn a_database_of_the_earlier_release_loads_and_migrates_its_window() {
 
         // A restarted process reads the migrated window and the untouched job as they were.
         let store = AnyStateStore::open(&url).await.unwrap();
-        assert_loads(&store, &c, &s).await;
+        assert_all(&store, &c, &s).await;
         let (small, small_sample) = fixture_jobs().remove(0);
-        assert_loads(&store, &small, &small_sample).await;
+        assert_all(&store, &small, &small_sample).await;
         store.close().await;
     };
     tokio::time::timeout(std::time::Duration::from_secs(60), run)

@@ -515,3 +515,28 @@ impl FaultProxy {
         }
     }
 }
+
+/// Asserts that `store` holds every state of `s` for job `c`.
+pub async fn assert_all(store: &autoscaler_state::AnyStateStore, c: &Ctx, s: &Sample) {
+    use autoscaler_core::AutoScalerStateStore as _;
+    let key = &c.job_key;
+    assert_eq!(
+        json(&store.get_scaling_history(c).await.unwrap()),
+        json(&s.history),
+        "{key}"
+    );
+    assert_eq!(store.get_scaling_tracking(c).await.unwrap(), s.tracking, "{key}");
+    assert_eq!(
+        json(&store.get_collected_metrics(c).await.unwrap()),
+        json(&s.metrics),
+        "{key}"
+    );
+    assert_eq!(
+        json(&store.get_evaluated_metrics(c).await.unwrap()),
+        json(&Some(&s.evaluated)),
+        "{key}"
+    );
+    assert_eq!(store.get_parallelism_overrides(c).await.unwrap(), s.overrides, "{key}");
+    assert_eq!(store.get_config_changes(c).await.unwrap(), s.changes, "{key}");
+    assert_eq!(store.get_delayed_scale_down(c).await.unwrap(), s.delayed, "{key}");
+}
