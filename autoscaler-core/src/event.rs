@@ -82,28 +82,66 @@ where
         true
     }
 
-    /// Handles a scaling report for `summaries` under `header`. `root_cause` is the cycle's
-    /// root-cause line ([`DecisionRecord::root_cause`](crate::record::DecisionRecord::root_cause)),
-    /// added to the report text as its last line ([`scaling_report_with_root_cause`]) by the
-    /// default implementation; `None` without a bottleneck.
-    async fn handle_scaling_event(
-        &self,
-        ctx: &Ctx,
-        summaries: &BTreeMap<VertexId, ScalingSummary>,
-        header: &str,
-        root_cause: Option<&str>,
-        interval: Duration,
-    ) {
-        let report = scaling_report_with_root_cause(summaries, header, root_cause);
+    /// Handles a scaling report ([`ScalingReport`]). The default implementation emits
+    /// [`ScalingReport::message`] (the reference's text plus the cycle's root-cause line) as a
+    /// Normal `ScalingReport` event under the key `ScalingExecutor` and the report's interval.
+    async fn handle_scaling_event(&self, ctx: &Ctx, report: &ScalingReport<'_>) {
+        let message = report.message();
         self.handle_event(
             ctx,
             EventType::Normal,
             SCALING_REPORT_REASON,
-            &report,
+            &message,
             Some(SCALING_REPORT_KEY),
-            Some(interval),
+            Some(report.interval),
         )
         .await;
+    }
+}
+
+/// A scaling report as a cycle hands it to [`AutoScalerEventHandler::handle_scaling_event`]: the
+/// summaries it reports (a handler may deduplicate by their parallelisms, as the reference's JDBC
+/// and Kubernetes handlers do), its header, its text as the decision rendered it, and the
+/// cycle's root-cause line.
+#[derive(Debug, Clone, Copy)]
+pub struct ScalingReport<'a> {
+    /// The reported vertices' summaries.
+    pub summaries: &'a BTreeMap<VertexId, ScalingSummary>,
+    /// The header the text starts with (`Scaling execution enabled, ...` or a disabled header).
+    pub header: &'a str,
+    /// The reference's report text: [`scaling_report`] of `summaries` under `header`.
+    pub text: &'a str,
+    /// The cycle's root-cause line
+    /// ([`DecisionRecord::root_cause`](crate::record::DecisionRecord::root_cause)), `None` without
+    /// a bottleneck.
+    pub root_cause: Option<&'a str>,
+    /// The dedup interval (`scaling.event.interval`).
+    pub interval: Duration,
+}
+
+impl ScalingReport<'_> {
+    /// The report of a live cycle: the reference's text unchanged, then, when the cycle found a
+    /// bottleneck, one added line naming it (e.g. `bottleneck: expensive-keyed (busy 98%),
+    /// backpressuring parse-map, Source: datagen`). Replay's events keep the reference's text
+    /// alone: the replay format fixes it.
+    ///
+    /// ```
+    /// use autoscaler_core::ScalingReport;
+    /// let header = "Scaling execution enabled, begin scaling vertices:";
+    /// let report = ScalingReport {
+    ///     summaries: &Default::default(),
+    ///     header,
+    ///     text: header,
+    ///     root_cause: Some("bottleneck: sink (busy 98%), backpressuring Source: orders"),
+    ///     interval: std::time::Duration::from_secs(1800),
+    /// };
+    /// assert_eq!(report.message(), "Scaling execution enabled, begin scaling vertices:\nbottleneck: sink (busy 98%), backpressuring Source: orders");
+    /// ```
+    pub fn message(&self) -> String {
+        match self.root_cause.filter(|l| !l.is_empty()) {
+            Some(line) => format!("{}\n{line}", self.text),
+            None => self.text.to_owned(),
+        }
     }
 }
 
@@ -126,30 +164,6 @@ pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &s
         ));
     }
     out
-}
-
-/// The scaling report of a live cycle: the reference's text ([`scaling_report`]) unchanged, then,
-/// when the cycle found a bottleneck, one added line naming it (`root_cause`, the decision record's
-/// [`root_cause`](crate::record::DecisionRecord::root_cause), e.g. `bottleneck: expensive-keyed
-/// (busy 98%), backpressuring parse-map, Source: datagen`). Replay's events keep the reference's
-/// text alone: the replay format fixes it.
-///
-/// ```
-/// use autoscaler_core::scaling_report_with_root_cause;
-/// let report = scaling_report_with_root_cause(&Default::default(), "Scaling execution enabled, begin scaling vertices:", Some("bottleneck: sink (busy 98%), backpressuring Source: orders"));
-/// assert_eq!(report, "Scaling execution enabled, begin scaling vertices:\nbottleneck: sink (busy 98%), backpressuring Source: orders");
-/// ```
-pub fn scaling_report_with_root_cause(
-    summaries: &BTreeMap<VertexId, ScalingSummary>,
-    header: &str,
-    root_cause: Option<&str>,
-) -> String {
-    let mut report = scaling_report(summaries, header);
-    if let Some(line) = root_cause.filter(|l| !l.is_empty()) {
-        report.push('\n');
-        report.push_str(line);
-    }
-    report
 }
 
 /// The message key the reference uses to deduplicate "disabled" scaling reports: the Java

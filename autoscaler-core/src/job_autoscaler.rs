@@ -387,15 +387,14 @@ where
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
                 // the recommended parallelism, as the reference's handlers do.
                 Some(header) => {
-                    self.event_handler
-                        .handle_scaling_event(
-                            ctx,
-                            &decision.summaries,
-                            header,
-                            root_cause.as_deref(),
-                            options.scaling_event_interval,
-                        )
-                        .await
+                    let report = crate::event::ScalingReport {
+                        summaries: &decision.summaries,
+                        header,
+                        text: &event.message,
+                        root_cause: root_cause.as_deref(),
+                        interval: options.scaling_event_interval,
+                    };
+                    self.event_handler.handle_scaling_event(ctx, &report).await
                 }
                 None => {
                     self.event_handler

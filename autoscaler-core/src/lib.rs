@@ -37,8 +37,8 @@ pub use context::{
 };
 pub use event::{
     AutoScalerEventHandler, EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON,
-    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
-    parallelism_hash_code, scaling_report, scaling_report_with_root_cause,
+    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, ScalingReport,
+    parallelism_hash_code, scaling_report,
 };
 pub use event_logging::LoggingEventHandler;
 pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, CycleOutcome, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};

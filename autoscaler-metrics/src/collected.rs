@@ -1,5 +1,6 @@
 //! Collected metric snapshots and the time-ordered metric history.
 
+use crate::columns::Columns;
 use crate::{MetricValues, MetricsError, VertexId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -31,10 +32,48 @@ impl CollectedMetrics {
 /// the metrics. Snapshots are immutable once added. Snapshots added to a history also share their
 /// [`VertexId`] allocations with the snapshot before them, so that reading a vertex across the
 /// window compares ids by address rather than by bytes.
-#[derive(Debug, Clone, Default, PartialEq)]
+///
+/// Each snapshot also gets a dense digest of the few metrics the window statistics read when it
+/// is added (once: the digest is shared as the snapshot is), so that evaluating a window reads
+/// contiguous rows rather than every snapshot's map.
+#[derive(Debug, Clone, Default)]
 pub struct MetricHistory {
     /// Strictly increasing by instant.
-    samples: Vec<(DateTime<Utc>, Arc<CollectedMetrics>)>,
+    samples: Vec<Sample>,
+}
+
+/// One snapshot of a history and its digest.
+#[derive(Debug, Clone)]
+struct Sample {
+    at: DateTime<Utc>,
+    snapshot: Arc<CollectedMetrics>,
+    columns: Arc<Columns>,
+}
+
+impl Sample {
+    /// `snapshot` at `at`, its ids and digest shared with `before` (the sample preceding it) where
+    /// they are the same.
+    fn new(at: DateTime<Utc>, snapshot: CollectedMetrics, before: Option<&Sample>) -> Self {
+        let snapshot = share_vertex_ids(snapshot, before.map(|s| &*s.snapshot));
+        let columns = Columns::of(&snapshot, before.map(|s| &*s.columns));
+        Self {
+            at,
+            snapshot: Arc::new(snapshot),
+            columns: Arc::new(columns),
+        }
+    }
+}
+
+impl PartialEq for MetricHistory {
+    /// Equal instants and equal snapshots (the digests follow from the snapshots).
+    fn eq(&self, other: &Self) -> bool {
+        self.samples.len() == other.samples.len()
+            && self
+                .samples
+                .iter()
+                .zip(&other.samples)
+                .all(|(a, b)| a.at == b.at && (Arc::ptr_eq(&a.snapshot, &b.snapshot) || a.snapshot == b.snapshot))
+    }
 }
 
 impl MetricHistory {
@@ -45,12 +84,12 @@ impl MetricHistory {
 
     /// Puts `snapshot` at `at`, replacing a snapshot at the same instant (as the reference's map put).
     pub fn insert(&mut self, at: DateTime<Utc>, snapshot: CollectedMetrics) {
-        let position = self.samples.partition_point(|(t, _)| *t < at);
+        let position = self.samples.partition_point(|s| s.at < at);
         let before = position.checked_sub(1).and_then(|p| self.samples.get(p));
-        let snapshot = Arc::new(share_vertex_ids(snapshot, before.map(|(_, s)| &**s)));
+        let sample = Sample::new(at, snapshot, before);
         match self.samples.get_mut(position) {
-            Some(slot) if slot.0 == at => slot.1 = snapshot,
-            _ => self.samples.insert(position, (at, snapshot)),
+            Some(slot) if slot.at == at => *slot = sample,
+            _ => self.samples.insert(position, sample),
         }
     }
 
@@ -61,8 +100,8 @@ impl MetricHistory {
         {
             return Err(MetricsError::OutOfOrderSnapshot { at, latest });
         }
-        let snapshot = share_vertex_ids(snapshot, self.latest());
-        self.samples.push((at, Arc::new(snapshot)));
+        let sample = Sample::new(at, snapshot, self.samples.last());
+        self.samples.push(sample);
         Ok(())
     }
 
@@ -78,22 +117,22 @@ impl MetricHistory {
 
     /// Time of the oldest snapshot.
     pub fn first_time(&self) -> Option<DateTime<Utc>> {
-        self.samples.first().map(|(t, _)| *t)
+        self.samples.first().map(|s| s.at)
     }
 
     /// Time of the newest snapshot.
     pub fn latest_time(&self) -> Option<DateTime<Utc>> {
-        self.samples.last().map(|(t, _)| *t)
+        self.samples.last().map(|s| s.at)
     }
 
     /// The newest snapshot.
     pub fn latest(&self) -> Option<&CollectedMetrics> {
-        self.samples.last().map(|(_, s)| &**s)
+        self.samples.last().map(|s| &*s.snapshot)
     }
 
     /// Snapshots in time order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&DateTime<Utc>, &CollectedMetrics)> + ExactSizeIterator {
-        self.samples.iter().map(|(t, s)| (t, &**s))
+        self.samples.iter().map(|s| (&s.at, &*s.snapshot))
     }
 
     /// Snapshots in time order, each with its shared allocation: two histories hold the same
@@ -101,7 +140,14 @@ impl MetricHistory {
     pub fn shared(
         &self,
     ) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &Arc<CollectedMetrics>)> + ExactSizeIterator {
-        self.samples.iter().map(|(t, s)| (*t, s))
+        self.samples.iter().map(|s| (s.at, &s.snapshot))
+    }
+
+    /// Snapshots in time order with their digests.
+    pub(crate) fn with_columns(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &CollectedMetrics, &Columns)> + ExactSizeIterator {
+        self.samples.iter().map(|s| (s.at, &*s.snapshot, &*s.columns))
     }
 
     /// Removes every snapshot.
@@ -111,7 +157,7 @@ impl MetricHistory {
 
     /// Removes every snapshot taken strictly before `cutoff`.
     pub fn remove_before(&mut self, cutoff: DateTime<Utc>) {
-        let keep_from = self.samples.partition_point(|(t, _)| *t < cutoff);
+        let keep_from = self.samples.partition_point(|s| s.at < cutoff);
         self.samples.drain(..keep_from);
     }
 }
@@ -120,10 +166,10 @@ impl FromIterator<(DateTime<Utc>, CollectedMetrics)> for MetricHistory {
     fn from_iter<I: IntoIterator<Item = (DateTime<Utc>, CollectedMetrics)>>(iter: I) -> Self {
         // The last of several snapshots at one instant wins, as in a map.
         let sorted: BTreeMap<DateTime<Utc>, CollectedMetrics> = iter.into_iter().collect();
-        let mut samples: Vec<(DateTime<Utc>, Arc<CollectedMetrics>)> = Vec::with_capacity(sorted.len());
+        let mut samples: Vec<Sample> = Vec::with_capacity(sorted.len());
         for (at, snapshot) in sorted {
-            let snapshot = share_vertex_ids(snapshot, samples.last().map(|(_, s)| &**s));
-            samples.push((at, Arc::new(snapshot)));
+            let sample = Sample::new(at, snapshot, samples.last());
+            samples.push(sample);
         }
         Self { samples }
     }

@@ -2,10 +2,11 @@
 //! the scale-up / scale-down rate thresholds of every vertex, plus the job-wide metrics.
 //!
 //! This is the reference's `ScalingMetricEvaluator.computeEvaluatedMetrics`,
-//! without custom evaluator plugins. The history is read in one pass: every snapshot's vertex map is
-//! merged once against the topology's ids sorted the same way, feeding per-vertex rate and average
-//! accumulators, so no per-sample map lookup happens.
+//! without custom evaluator plugins. The history is read in one pass over the snapshots' column
+//! digests (dense rows resolved to topology vertices once per distinct vertex list), feeding
+//! per-vertex rate and average accumulators, so no per-sample map lookup happens.
 
+use crate::columns::{self, RowAt, column};
 use crate::history_stats::{AverageAccumulator, RateAccumulator};
 use crate::java;
 use crate::{
@@ -94,7 +95,7 @@ pub(crate) fn evaluate_inner(
     // The custom evaluator's view of the vertices evaluated so far, kept only when there is one.
     let mut in_progress = std::collections::BTreeMap::new();
     for &v in topology.topological_order() {
-        evaluated[v] = evaluate_vertex(topology, &window, &evaluated, v, processing_backlog, config)?;
+        evaluate_vertex(topology, &window, &mut evaluated, v, processing_backlog, config)?;
         if let Some(custom) = custom.as_deref_mut() {
             let id = &vertices[v].id;
             crate::custom_evaluation::apply(custom, id, &mut evaluated[v], &in_progress, processing_backlog);
@@ -190,27 +191,6 @@ pub fn target_processing_capacity(
     java::round(catch_up_rate + restart_catch_up_rate + target_rate / utilization)
 }
 
-/// Whether two vertex ids are equal: the same allocation (ids cloned from one another), or the same
-/// bytes compared eight at a time (ids are short; this avoids a `memcmp` call per snapshot entry).
-#[inline]
-fn same_id(a: &VertexId, b: &VertexId) -> bool {
-    let (a, b) = (a.as_str().as_bytes(), b.as_str().as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    if std::ptr::eq(a, b) {
-        return true;
-    }
-    let (mut words_a, mut words_b) = (a.chunks_exact(8), b.chunks_exact(8));
-    for (x, y) in (&mut words_a).zip(&mut words_b) {
-        if x.first_chunk::<8>().map(|w| u64::from_ne_bytes(*w)) != y.first_chunk::<8>().map(|w| u64::from_ne_bytes(*w))
-        {
-            return false;
-        }
-    }
-    words_a.remainder().iter().zip(words_b.remainder()).all(|(x, y)| x == y)
-}
-
 /// Everything the evaluation reads from the history, gathered in one pass.
 struct Window<'h> {
     vertices: Vec<VertexSeries<'h>>,
@@ -219,25 +199,36 @@ struct Window<'h> {
     id_order: Vec<usize>,
 }
 
-/// A vertex's metrics in one snapshot, with the snapshot's position in the window.
-type Sample<'h> = (usize, &'h MetricValues);
-
 /// Window statistics of one vertex's collected metrics.
-#[derive(Default)]
 struct VertexSeries<'h> {
-    records_in: RateAccumulator,
-    records_out: RateAccumulator,
-    lag: RateAccumulator,
-    busy_time: RateAccumulator,
+    /// The window rates of [`RATE_METRICS`] (NaN when not measurable), computed once.
+    records_in: f64,
+    records_out: f64,
+    lag: f64,
+    busy_time: f64,
     load: AverageAccumulator,
     records_in_per_second: AverageAccumulator,
     observed_tpr: AverageAccumulator,
     /// The vertex's metrics in the latest snapshot, if it has any there.
     latest: Option<&'h MetricValues>,
-    /// The earliest and the latest snapshot (index, metrics) that list the vertex.
-    ends: Option<(Sample<'h>, Sample<'h>)>,
     /// The metrics present in some snapshot of the vertex (bit `metric.index()`).
     seen: u32,
+}
+
+impl Default for VertexSeries<'_> {
+    fn default() -> Self {
+        Self {
+            records_in: f64::NAN,
+            records_out: f64::NAN,
+            lag: f64::NAN,
+            busy_time: f64::NAN,
+            load: AverageAccumulator::default(),
+            records_in_per_second: AverageAccumulator::default(),
+            observed_tpr: AverageAccumulator::default(),
+            latest: None,
+            seen: 0,
+        }
+    }
 }
 
 /// The job-wide metrics whose window mean is reported (reference `ScalingMetricEvaluator.evaluateGlobalMetrics`).
@@ -266,70 +257,59 @@ const RATE_METRICS: [ScalingMetric; 4] = [
 impl<'h> Window<'h> {
     fn read(topology: &JobTopology, history: &'h MetricHistory) -> Self {
         let vertex_count = topology.len();
-        let mut series: Vec<VertexSeries<'h>> = (0..vertex_count).map(|_| VertexSeries::default()).collect();
+        let scan = columns::scan(
+            topology,
+            history,
+            [
+                column(ScalingMetric::Load),
+                column(ScalingMetric::NumRecordsInPerSecond),
+                column(ScalingMetric::ObservedTpr),
+            ],
+        );
+        let mut series: Vec<VertexSeries<'h>> = scan
+            .averages
+            .iter()
+            .zip(&scan.seen)
+            .map(|([load, records_in_per_second, observed_tpr], &seen)| VertexSeries {
+                load: *load,
+                records_in_per_second: *records_in_per_second,
+                observed_tpr: *observed_tpr,
+                seen,
+                ..VertexSeries::default()
+            })
+            .collect();
         let mut global = GlobalSeries::default();
-        let mut times = Vec::with_capacity(history.len());
-        // Snapshots almost always list the same vertices: the vertex at position k of a snapshot's
-        // (sorted) map is resolved by comparing its id with position k of the previous snapshot, and
-        // looked up in the topology only when that differs. Ids unknown to the topology are ignored;
-        // vertices missing from a snapshot read as NaN.
-        let mut layout: Vec<(&'h VertexId, Option<usize>)> = Vec::with_capacity(vertex_count);
-        let last = history.len().saturating_sub(1);
-        for (i, (at, snapshot)) in history.iter().enumerate() {
-            times.push(*at);
-            for (position, (id, values)) in snapshot.vertex_metrics.iter().enumerate() {
-                let vertex = match layout.get(position) {
-                    Some(&(previous, vertex)) if same_id(previous, id) => vertex,
-                    _ => {
-                        let vertex = topology.index_of(id.as_str());
-                        if position < layout.len() {
-                            layout[position] = (id, vertex);
-                        } else {
-                            layout.push((id, vertex));
-                        }
-                        vertex
-                    }
-                };
-                let Some(v) = vertex else { continue };
-                let s = &mut series[v];
-                // Averages read every sample; rates only their first and last (see below).
-                s.load.push(values.get_or_absent(ScalingMetric::Load));
-                s.records_in_per_second
-                    .push(values.get_or_absent(ScalingMetric::NumRecordsInPerSecond));
-                s.observed_tpr.push(values.get_or_absent(ScalingMetric::ObservedTpr));
-                s.seen |= values.present_bits();
-                s.ends = match s.ends {
-                    None => Some(((i, values), (i, values))),
-                    Some((first, _)) => Some((first, (i, values))),
-                };
-                if i == last {
-                    s.latest = Some(values);
-                }
-            }
-            layout.truncate(snapshot.vertex_metrics.len());
+        for (_, snapshot) in history.iter() {
             for (acc, metric) in global.averages.iter_mut().zip(GLOBAL_AVERAGED) {
                 acc.push(snapshot.global_metrics.get_or_absent(metric));
             }
-            if i == last {
-                global.latest = Some(&snapshot.global_metrics);
+        }
+        if let Some(latest) = history.latest() {
+            for (values, vertex) in latest.vertex_metrics.values().zip(&scan.latest) {
+                if let Some(v) = *vertex {
+                    series[v].latest = Some(values);
+                }
             }
+            global.latest = Some(&latest.global_metrics);
         }
         // A rate is taken between the first and the last non-NaN sample. Those are almost always
         // the vertex's earliest and latest snapshot; only when one of them lacks the counter is
         // the vertex's whole series read.
-        for (v, s) in series.iter_mut().enumerate() {
-            let Some(((first_at, first), (last_at, latest))) = s.ends else {
+        let samples: Vec<_> = history.with_columns().map(|(at, _, c)| (at, c)).collect();
+        let value = |(i, k): RowAt, c: usize| samples[i].1.value(c, k);
+        for (v, (s, ends)) in series.iter_mut().zip(&scan.ends).enumerate() {
+            let Some((first_at, last_at)) = *ends else {
                 continue;
             };
             let mut rates = [RateAccumulator::default(); RATE_METRICS.len()];
             for (acc, metric) in rates.iter_mut().zip(RATE_METRICS) {
-                let (a, b) = (first.get_or_absent(metric), latest.get_or_absent(metric));
+                let (a, b) = (value(first_at, column(metric)), value(last_at, column(metric)));
                 if s.seen & (1 << metric.index()) == 0 {
                     // Never collected: no sample, NaN rate.
                 } else if !a.is_nan() && (!b.is_nan() || first_at == last_at) {
-                    acc.push(times[first_at], a);
+                    acc.push(samples[first_at.0].0, a);
                     if last_at != first_at {
-                        acc.push(times[last_at], b);
+                        acc.push(samples[last_at.0].0, b);
                     }
                 } else {
                     let id = &topology.vertices()[v].id;
@@ -343,12 +323,12 @@ impl<'h> Window<'h> {
                     }
                 }
             }
-            let [records_in, records_out, lag, busy_time] = rates;
+            let [records_in, records_out, lag, busy_time] = rates.map(|r| r.rate());
             (s.records_in, s.records_out, s.lag, s.busy_time) = (records_in, records_out, lag, busy_time);
         }
-        // The latest snapshot's layout is in id order; when it covers every vertex it is the order
-        // of the result map for free.
-        let mut id_order: Vec<usize> = layout.iter().filter_map(|(_, v)| *v).collect();
+        // The latest snapshot's ids are in id order; when they cover every vertex they are the
+        // order of the result map for free.
+        let mut id_order: Vec<usize> = scan.latest.iter().filter_map(|v| *v).collect();
         if id_order.len() != vertex_count {
             id_order = (0..vertex_count).collect();
         }
@@ -360,11 +340,11 @@ impl<'h> Window<'h> {
     }
 
     fn input_rate(&self, v: usize) -> f64 {
-        self.vertices[v].records_in.rate()
+        self.vertices[v].records_in
     }
 
     fn output_rate(&self, v: usize) -> f64 {
-        self.vertices[v].records_out.rate()
+        self.vertices[v].records_out
     }
 
     /// The latest collected value of `metric` for vertex `v`, if present.
@@ -410,20 +390,21 @@ fn is_processing_backlog(topology: &JobTopology, window: &Window<'_>, config: &E
 fn evaluate_vertex(
     topology: &JobTopology,
     window: &Window<'_>,
-    evaluated: &[EvaluatedVertexMetrics],
+    evaluated: &mut [EvaluatedVertexMetrics],
     v: usize,
     processing_backlog: bool,
     config: &EvaluationConfig,
-) -> Result<EvaluatedVertexMetrics, MetricsError> {
+) -> Result<(), MetricsError> {
     let info = &topology.vertices()[v];
     let series = &window.vertices[v];
-    let mut out = EvaluatedVertexMetrics::new();
 
     let (target_rate, catch_up_rate) = if info.is_source() {
         source_data_rates(window, v, info, config)?
     } else {
         propagated_data_rates(topology, window, evaluated, v)
     };
+    // Written in place: the inputs' metrics are read above, and the maps are large to move.
+    let out = &mut evaluated[v];
     out.insert(ScalingMetric::TargetDataRate, EvaluatedScalingMetric::avg(target_rate));
     out.insert(
         ScalingMetric::CatchUpDataRate,
@@ -453,7 +434,7 @@ fn evaluate_vertex(
     );
 
     // The thresholds read the rounded target and catch-up rates stored above, as the reference does.
-    let (scale_up, scale_down) = compute_processing_rate_thresholds(&out, config, processing_backlog);
+    let (scale_up, scale_down) = compute_processing_rate_thresholds(out, config, processing_backlog);
     out.insert(
         ScalingMetric::ScaleUpRateThreshold,
         EvaluatedScalingMetric::of(scale_up),
@@ -462,7 +443,7 @@ fn evaluate_vertex(
         ScalingMetric::ScaleDownRateThreshold,
         EvaluatedScalingMetric::of(scale_down),
     );
-    Ok(out)
+    Ok(())
 }
 
 /// A source's (target rate, catch-up rate) (reference `computeTargetDataRate`, source branch):
@@ -474,7 +455,7 @@ fn source_data_rates(
     info: &VertexInfo,
     config: &EvaluationConfig,
 ) -> Result<(f64, f64), MetricsError> {
-    let ingestion_rate = java::max(0.0, window.input_rate(v) + window.vertices[v].lag.rate());
+    let ingestion_rate = java::max(0.0, window.input_rate(v) + window.vertices[v].lag);
     if ingestion_rate.is_nan() {
         return Err(MetricsError::MissingIngestionRate {
             vertex: info.id.clone(),
@@ -553,7 +534,7 @@ fn edge_data_rate(topology: &JobTopology, window: &Window<'_>, from: usize, to: 
 /// collected max/min `LOAD` gauge.
 fn busy_time_ms_per_second(series: &VertexSeries<'_>, parallelism: f64, aggregator: BusyTimeAggregator) -> f64 {
     match aggregator {
-        BusyTimeAggregator::Avg => series.busy_time.rate() / parallelism,
+        BusyTimeAggregator::Avg => series.busy_time / parallelism,
         BusyTimeAggregator::Max | BusyTimeAggregator::Min => series.load.average(1) * 1000.0,
     }
 }
@@ -563,13 +544,13 @@ fn busy_time_ms_per_second(series: &VertexSeries<'_>, parallelism: f64, aggregat
 /// the counter rate when the gauge mean is NaN or infinite) for MAX/MIN.
 fn tpr_input_rate(series: &VertexSeries<'_>, aggregator: BusyTimeAggregator) -> f64 {
     match aggregator {
-        BusyTimeAggregator::Avg => series.records_in.rate(),
+        BusyTimeAggregator::Avg => series.records_in,
         BusyTimeAggregator::Max | BusyTimeAggregator::Min => {
             let average = series.records_in_per_second.average(1);
             if average.is_finite() {
                 average
             } else {
-                series.records_in.rate()
+                series.records_in
             }
         }
     }
@@ -1362,7 +1343,7 @@ mod tests {
             let window = Window::read(&topo, &h);
             for (v, id) in ["a", "b"].into_iter().enumerate() {
                 let s = &window.vertices[index(&topo, id)];
-                let rates = [s.records_in.rate(), s.records_out.rate(), s.lag.rate(), s.busy_time.rate()];
+                let rates = [s.records_in, s.records_out, s.lag, s.busy_time];
                 for (metric, rate) in RATE_METRICS.iter().zip(rates) {
                     let expected = crate::metric_rate(&h, id, *metric);
                     proptest::prop_assert!(

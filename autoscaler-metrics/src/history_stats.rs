@@ -60,35 +60,84 @@ impl RateAccumulator {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct AverageAccumulator {
     sum: f64,
-    count: usize,
-    any_infinite: bool,
+    count: u64,
+    /// 1 once some sample was infinite.
+    infinite: u64,
+}
+
+/// The one rule of the reference's `getAverage` loop, for one sample: a finite sample is added, an
+/// infinite one remembered, NaN skipped.
+///
+/// Branch-free, so that a window read runs down whole columns: a skipped sample adds `+0.0`,
+/// which leaves the sum unchanged bit for bit (the sum starts at `+0.0` and, rounding to nearest,
+/// a sum of finite doubles is never `-0.0`; `±Inf + 0.0` is itself).
+#[inline(always)]
+fn accumulate(sum: &mut f64, count: &mut u64, infinite: &mut u64, value: f64) {
+    let finite = value.is_finite();
+    *sum += if finite { value } else { 0.0 };
+    *count += u64::from(finite);
+    *infinite |= u64::from(value.is_infinite());
 }
 
 impl AverageAccumulator {
-    /// Feeds the next sample in time order.
+    /// Feeds the next sample in time order ([`accumulate`]).
     #[inline]
     pub(crate) fn push(&mut self, value: f64) {
-        if value.is_nan() {
-            return;
-        }
-        if value.is_infinite() {
-            self.any_infinite = true;
-            return;
-        }
-        self.sum += value;
-        self.count += 1;
+        accumulate(&mut self.sum, &mut self.count, &mut self.infinite, value);
     }
 
     /// Mean of the finite samples; +Inf when there is none but some sample was infinite, NaN when
     /// there is no sample at all or fewer finite samples than `min_observations`.
     pub(crate) fn average(&self, min_observations: usize) -> f64 {
         if self.count == 0 {
-            return if self.any_infinite { f64::INFINITY } else { f64::NAN };
+            return if self.infinite != 0 { f64::INFINITY } else { f64::NAN };
         }
-        if self.count < min_observations {
+        if self.count < min_observations as u64 {
             return f64::NAN;
         }
         self.sum / self.count as f64
+    }
+}
+
+/// Many [`AverageAccumulator`]s side by side, one per position, fed a whole column of samples
+/// (one per position) at a time: the state is laid out field by field so the loop vectorizes.
+#[derive(Debug, Default)]
+pub(crate) struct AverageColumn {
+    sum: Vec<f64>,
+    count: Vec<u64>,
+    infinite: Vec<u64>,
+}
+
+impl AverageColumn {
+    /// Starts over with one accumulator per item of `states`.
+    pub(crate) fn reset(&mut self, states: impl Iterator<Item = AverageAccumulator>) {
+        self.sum.clear();
+        self.count.clear();
+        self.infinite.clear();
+        for state in states {
+            self.sum.push(state.sum);
+            self.count.push(state.count);
+            self.infinite.push(state.infinite);
+        }
+    }
+
+    /// The accumulator at position `k`.
+    pub(crate) fn get(&self, k: usize) -> AverageAccumulator {
+        AverageAccumulator {
+            sum: self.sum[k],
+            count: self.count[k],
+            infinite: self.infinite[k],
+        }
+    }
+
+    /// Feeds `values[k]` to the accumulator at position `k`, for every position both have.
+    #[inline]
+    pub(crate) fn push_column(&mut self, values: &[f64]) {
+        let n = values.len().min(self.sum.len());
+        let (sum, count, infinite) = (&mut self.sum[..n], &mut self.count[..n], &mut self.infinite[..n]);
+        for (((sum, count), infinite), &value) in sum.iter_mut().zip(count).zip(infinite).zip(&values[..n]) {
+            accumulate(sum, count, infinite, value);
+        }
     }
 }
 
@@ -239,6 +288,51 @@ mod tests {
         assert_eq!(acc.average(1), 3.0);
         assert_eq!(acc.average(3), 3.0);
         assert!(acc.average(4).is_nan(), "only 3 finite observations");
+    }
+
+    proptest::proptest! {
+        /// The branch-free push sums exactly what the reference's loop sums (`getAverage`:
+        /// skip NaN, remember and skip infinities, add the rest in order).
+        #[test]
+        fn push_is_the_reference_loop(
+            samples in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::num::f64::ANY,
+                    proptest::strategy::Just(0.0),
+                    proptest::strategy::Just(-0.0),
+                    proptest::strategy::Just(f64::NEG_INFINITY),
+                ],
+                0..40,
+            ),
+            min in 0usize..4,
+        ) {
+            let mut acc = AverageAccumulator::default();
+            let (mut sum, mut n, mut infinite) = (0.0f64, 0usize, false);
+            for &x in &samples {
+                acc.push(x);
+                if x.is_nan() {
+                    continue;
+                }
+                if x.is_infinite() {
+                    infinite = true;
+                    continue;
+                }
+                sum += x;
+                n += 1;
+            }
+            let expected = if n == 0 {
+                if infinite { f64::INFINITY } else { f64::NAN }
+            } else if n < min {
+                f64::NAN
+            } else {
+                sum / n as f64
+            };
+            let got = acc.average(min);
+            proptest::prop_assert!(
+                got.to_bits() == expected.to_bits() || (got.is_nan() && expected.is_nan()),
+                "{got:e} vs {expected:e}"
+            );
+        }
     }
 
     #[test]

@@ -95,26 +95,34 @@ pub fn round_half_up(value: f64, decimals: u32) -> f64 {
 /// shortest decimal representation (both lie within a few ulps of the exact product). Returns `None`
 /// near a tie or for magnitudes where the product is not exact enough, leaving those to the digit path.
 fn round_half_up_fast(value: f64, decimals: u32) -> Option<f64> {
+    let (units, scale) = half_up_units(value, decimals)?;
+    // `units` is an exact integer, so this division is the correctly rounded `units e-decimals`.
+    Some((units / scale).copysign(value))
+}
+
+/// The fast path's `(units, 10^decimals)`: `|value|` rounded half up to a whole number of
+/// `10^-decimals` units, when that is decided without the digits (see [`round_half_up_fast`]).
+fn half_up_units(value: f64, decimals: u32) -> Option<(f64, f64)> {
     // 10^d is exact in binary up to d = 22; keep the scaled value below 2^52 so that its fraction is exact.
     const MAX_SCALED: f64 = 4_503_599_627_370_496.0;
-    if decimals > 15 {
-        return None;
-    }
-    let scale = 10f64.powi(decimals as i32);
+    const POWERS_OF_TEN: [f64; 16] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+    ];
+    let scale = *POWERS_OF_TEN.get(decimals as usize)?;
     let scaled = value.abs() * scale;
     if scaled >= MAX_SCALED {
         return None;
     }
-    let floor = scaled.floor();
+    // `scaled` is non-negative and below 2^52: truncating through an integer is its exact floor
+    // (and no libm call).
+    let floor = scaled as u64 as f64;
     let fraction = scaled - floor;
     // The binary product and the shortest decimal's product differ by at most ~3 ulps of `scaled`.
     let margin = 16.0 * f64::EPSILON * scaled.max(1.0);
     if (fraction - 0.5).abs() <= margin {
         return None;
     }
-    let units = if fraction > 0.5 { floor + 1.0 } else { floor };
-    // `units` is an exact integer, so this division is the correctly rounded `units e-decimals`.
-    Some((units / scale).copysign(value))
+    Some((if fraction > 0.5 { floor + 1.0 } else { floor }, scale))
 }
 
 /// [`round_half_up`] on the decimal digits of the shortest representation.
@@ -266,10 +274,18 @@ pub fn double_to_string(x: f64) -> String {
 /// assert_eq!(java::format_2f(3.0), "3.00");
 /// ```
 pub fn format_2f(value: f64) -> String {
-    if value.is_finite() {
-        format!("{:.2}", round_half_up(value, 2))
-    } else {
-        double_to_string(value)
+    if !value.is_finite() {
+        return double_to_string(value);
+    }
+    match half_up_units(value, 2) {
+        // Hundredths below 2^52: printing them as an integer is what `{:.2}` prints for the
+        // double nearest to them (its error is far below 0.005), without the float formatter.
+        Some((units, _)) => {
+            let units = units as u64;
+            let sign = if value.is_sign_negative() { "-" } else { "" };
+            format!("{sign}{}.{:02}", units / 100, units % 100)
+        }
+        None => format!("{:.2}", round_half_up(value, 2)),
     }
 }
 
@@ -447,6 +463,23 @@ mod tests {
         assert_eq!(format_2f(f64::NAN), "NaN");
         assert_eq!(format_2f(f64::INFINITY), "Infinity");
         assert_eq!(format_2f(f64::NEG_INFINITY), "-Infinity");
+        // 12.345 is a decimal tie (the digit path rounds it up); 1e13 and -7 take the integer path.
+        assert_eq!(format_2f(12.345), "12.35");
+        assert_eq!(format_2f(1e13), "10000000000000.00");
+        assert_eq!(format_2f(-7.0), "-7.00");
+    }
+
+    proptest::proptest! {
+        /// The integer rendering of the fast path prints what the float formatter prints for the
+        /// rounded value, over magnitudes up to and past the fast path's limit.
+        #[test]
+        fn format_2f_is_the_float_formatter_on_the_rounded_value(
+            mantissa in -1.0f64..1.0,
+            exponent in -6i32..17,
+        ) {
+            let value = mantissa * 10f64.powi(exponent);
+            proptest::prop_assert_eq!(format_2f(value), format!("{:.2}", round_half_up(value, 2)));
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! No I/O, no async and no clocks live here: time comes in as data.
 
 mod collected;
+mod columns;
 mod custom_evaluation;
 mod error;
 mod evaluate;

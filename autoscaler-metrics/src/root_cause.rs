@@ -62,7 +62,8 @@
 //! assert_eq!(explanation.vertices["map"].bottleneck, Some("sink".into()));
 //! ```
 
-use crate::{JobTopology, MetricHistory, ScalingMetric, VertexId, metric_average};
+use crate::columns::{self, column};
+use crate::{JobTopology, MetricHistory, ScalingMetric, VertexId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -222,24 +223,26 @@ impl Explanation {
 
 /// Whether any sample of `history` has `BACKPRESSURE` for any vertex.
 pub fn has_backpressure(history: &MetricHistory) -> bool {
-    history.iter().any(|(_, s)| {
-        s.vertex_metrics
-            .values()
-            .any(|m| m.contains(ScalingMetric::Backpressure))
-    })
+    let bit = 1 << ScalingMetric::Backpressure.index();
+    history.with_columns().any(|(_, _, columns)| columns.union & bit != 0)
 }
 
 /// The window averages of `LOAD` and `BACKPRESSURE` of every vertex of `topology` over `history`
 /// (NaN samples skipped, as the evaluation's averages; NaN when a vertex has no finite sample).
 pub fn window_signals(topology: &JobTopology, history: &MetricHistory) -> BTreeMap<VertexId, VertexSignals> {
+    let scan = columns::scan(
+        topology,
+        history,
+        [column(ScalingMetric::Load), column(ScalingMetric::Backpressure)],
+    );
     topology
         .vertices()
         .iter()
-        .map(|v| {
-            let id = Some(v.id.as_str());
+        .zip(scan.averages)
+        .map(|(v, [load, backpressure])| {
             let signals = VertexSignals {
-                load: metric_average(history, id, ScalingMetric::Load, 1),
-                backpressure: metric_average(history, id, ScalingMetric::Backpressure, 1),
+                load: load.average(1),
+                backpressure: backpressure.average(1),
             };
             (v.id.clone(), signals)
         })

@@ -184,11 +184,26 @@ impl VertexInfo {
 
 /// A validated, acyclic job graph. Vertices keep their declaration order; indices into
 /// [`JobTopology::vertices`] are stable for the topology's lifetime.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// A topology is immutable once built, and cloning one shares it (a collector hands a cycle its
+/// topology without copying the graph).
+#[derive(Debug, Clone)]
 pub struct JobTopology {
+    graph: std::sync::Arc<Graph>,
+}
+
+/// The validated graph a [`JobTopology`] shares.
+#[derive(Debug, PartialEq)]
+struct Graph {
     vertices: Vec<VertexInfo>,
     index: HashMap<VertexId, usize>,
     topological_order: Vec<usize>,
+}
+
+impl PartialEq for JobTopology {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.graph, &other.graph) || self.graph == other.graph
+    }
 }
 
 impl JobTopology {
@@ -255,45 +270,48 @@ impl JobTopology {
         }
         let topological_order = kahn_order(&infos)?;
         Ok(Self {
-            vertices: infos,
-            index,
-            topological_order,
+            graph: std::sync::Arc::new(Graph {
+                vertices: infos,
+                index,
+                topological_order,
+            }),
         })
     }
 
     /// All vertices in declaration order.
     pub fn vertices(&self) -> &[VertexInfo] {
-        &self.vertices
+        &self.graph.vertices
     }
 
     /// Number of vertices.
     pub fn len(&self) -> usize {
-        self.vertices.len()
+        self.graph.vertices.len()
     }
 
     /// Always false: a topology has at least one vertex.
     pub fn is_empty(&self) -> bool {
-        self.vertices.is_empty()
+        self.graph.vertices.is_empty()
     }
 
     /// The index of `id`, if it is a vertex of this topology.
     pub fn index_of(&self, id: &str) -> Option<usize> {
-        self.index.get(id).copied()
+        self.graph.index.get(id).copied()
     }
 
     /// The vertex `id`, if present.
     pub fn get(&self, id: &str) -> Option<&VertexInfo> {
-        self.index_of(id).map(|i| &self.vertices[i])
+        self.index_of(id).map(|i| &self.graph.vertices[i])
     }
 
     /// Vertex indices in a topological order (every vertex after all its inputs).
     pub fn topological_order(&self) -> &[usize] {
-        &self.topological_order
+        &self.graph.topological_order
     }
 
     /// Indices of the vertices without inputs.
     pub fn sources(&self) -> impl Iterator<Item = usize> + '_ {
-        self.vertices
+        self.graph
+            .vertices
             .iter()
             .enumerate()
             .filter(|(_, v)| v.is_source())
@@ -302,7 +320,8 @@ impl JobTopology {
 
     /// Indices of the vertices without outputs.
     pub fn sinks(&self) -> impl Iterator<Item = usize> + '_ {
-        self.vertices
+        self.graph
+            .vertices
             .iter()
             .enumerate()
             .filter(|(_, v)| v.outputs.is_empty())

@@ -6,13 +6,11 @@ use async_trait::async_trait;
 use autoscaler_core::JobAutoScalerContext;
 use autoscaler_core::{
     AutoScalerEventHandler, EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON,
-    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, parallelism_hash_code, scaling_report_with_root_cause,
+    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, ScalingReport, parallelism_hash_code,
 };
 use autoscaler_core::{Clock, SystemClock};
-use autoscaler_core::{ScalingSummary, StateError, StateResult};
-use autoscaler_metrics::VertexId;
+use autoscaler_core::{StateError, StateResult};
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
 use std::fmt::{self, Display};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -328,15 +326,9 @@ where
         false
     }
 
-    async fn handle_scaling_event(
-        &self,
-        ctx: &Ctx,
-        summaries: &BTreeMap<VertexId, ScalingSummary>,
-        header: &str,
-        root_cause: Option<&str>,
-        interval: Duration,
-    ) {
-        let report = scaling_report_with_root_cause(summaries, header, root_cause);
+    async fn handle_scaling_event(&self, ctx: &Ctx, report: &ScalingReport<'_>) {
+        let (summaries, header, interval) = (report.summaries, report.header, report.interval);
+        let report = report.message();
         if header.contains(SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED) {
             // An executed scaling is always recorded (reference: interval null for this header).
             self.handle_event(

@@ -891,34 +891,28 @@ async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
     };
     let interval = Duration::from_secs(600);
     let disabled = format!("{SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED}[k=false]");
-    handler
-        .handle_scaling_event(&c, &summaries(4), &disabled, None, interval)
-        .await;
+    let report = |new: u32, header: &str| {
+        let summaries = summaries(new);
+        let handler = &handler;
+        let (c, header) = (&c, header.to_owned());
+        async move {
+            let text = autoscaler_core::scaling_report(&summaries, &header);
+            let report = autoscaler_core::ScalingReport {
+                summaries: &summaries,
+                header: &header,
+                text: &text,
+                root_cause: None,
+                interval,
+            };
+            handler.handle_scaling_event(c, &report).await;
+        }
+    };
+    report(4, &disabled).await;
     now.set(common::t(1));
-    handler
-        .handle_scaling_event(&c, &summaries(4), &disabled, None, interval)
-        .await;
-    handler
-        .handle_scaling_event(&c, &summaries(5), &disabled, None, interval)
-        .await;
-    handler
-        .handle_scaling_event(
-            &c,
-            &summaries(4),
-            SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
-            None,
-            interval,
-        )
-        .await;
-    handler
-        .handle_scaling_event(
-            &c,
-            &summaries(4),
-            SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED,
-            None,
-            interval,
-        )
-        .await;
+    report(4, &disabled).await;
+    report(5, &disabled).await;
+    report(4, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED).await;
+    report(4, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED).await;
     let events = handler.events("job").await.unwrap();
     let counts: Vec<u32> = events.iter().map(|e| e.count).collect();
     assert_eq!(counts, vec![2, 1, 1, 1], "{events:#?}");

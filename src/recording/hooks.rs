@@ -6,15 +6,13 @@
 
 use super::{RecordedMetrics, Recorder};
 use crate::status::DecisionBoard;
-use autoscaler_core::ScalingSummary;
+use autoscaler_core::ScalingReport;
 use autoscaler_core::record::DecisionRecord;
 use autoscaler_core::{
     AutoScalerEventHandler, EventType, JobAutoScalerContext, async_trait, config::AutoScalerOptions,
 };
 use autoscaler_core::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
-use autoscaler_metrics::VertexId;
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,17 +111,8 @@ where
         self.inner.handle_exception(ctx, reason, error).await;
     }
 
-    async fn handle_scaling_event(
-        &self,
-        ctx: &Ctx,
-        summaries: &BTreeMap<VertexId, ScalingSummary>,
-        header: &str,
-        root_cause: Option<&str>,
-        interval: Duration,
-    ) {
-        self.inner
-            .handle_scaling_event(ctx, summaries, header, root_cause, interval)
-            .await;
+    async fn handle_scaling_event(&self, ctx: &Ctx, report: &ScalingReport<'_>) {
+        self.inner.handle_scaling_event(ctx, report).await;
     }
 
     fn wants_decision_records(&self) -> bool {

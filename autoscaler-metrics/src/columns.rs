@@ -1,0 +1,266 @@
+//! The column digest of a snapshot: the few metrics the window statistics read, laid out densely.
+//!
+//! A [`crate::MetricHistory`] builds one [`Columns`] per snapshot when the snapshot is added, and
+//! never again. Reading a window then walks one contiguous array of small rows per snapshot
+//! instead of every snapshot's vertex map, and snapshots that list the same vertices share one
+//! id list, so mapping a row to its topology vertex is resolved once per window rather than once
+//! per sample. The rows hold the same values the maps hold (NaN where a metric is absent); no
+//! statistic is precomputed, so every window statistic still sums its samples in time order as
+//! the reference does.
+
+use crate::history_stats::{AverageAccumulator, AverageColumn};
+use crate::{CollectedMetrics, JobTopology, MetricHistory, ScalingMetric, VertexId};
+use std::sync::Arc;
+
+/// The metrics a [`Row`] holds, in the order of [`Row::values`].
+pub(crate) const WINDOW_COLUMNS: [ScalingMetric; 8] = [
+    ScalingMetric::Load,
+    ScalingMetric::NumRecordsInPerSecond,
+    ScalingMetric::ObservedTpr,
+    ScalingMetric::Backpressure,
+    ScalingMetric::NumRecordsIn,
+    ScalingMetric::NumRecordsOut,
+    ScalingMetric::Lag,
+    ScalingMetric::AccumulatedBusyTime,
+];
+
+/// The position of `metric` in [`WINDOW_COLUMNS`]; a metric not there is a compile-time error
+/// where the position is a constant.
+pub(crate) const fn column(metric: ScalingMetric) -> usize {
+    let mut i = 0;
+    while i < WINDOW_COLUMNS.len() {
+        if WINDOW_COLUMNS[i] as usize == metric as usize {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("not a window column")
+}
+
+/// The digest of one snapshot: its vertex ids in map order and, column by column, the values of
+/// [`WINDOW_COLUMNS`] for each id in that order (NaN where absent).
+#[derive(Debug)]
+pub(crate) struct Columns {
+    /// The snapshot's vertex ids in its map's (sorted) order; the same allocation as the
+    /// neighbouring snapshot's when both list the same vertices.
+    pub(crate) ids: Arc<[VertexId]>,
+    /// Column `c` of [`WINDOW_COLUMNS`] is `values[c * n..(c + 1) * n]`, `n` the number of ids.
+    values: Box<[f64]>,
+    /// Every metric present in each id's map (bit `metric.index()`), not only the columns.
+    present: Box<[u32]>,
+    /// The union of `present`.
+    pub(crate) union: u32,
+}
+
+impl Columns {
+    /// The digest of `snapshot`, sharing `neighbour`'s id list when it lists the same vertices.
+    pub(crate) fn of(snapshot: &CollectedMetrics, neighbour: Option<&Columns>) -> Self {
+        let vertices = &snapshot.vertex_metrics;
+        let n = vertices.len();
+        let mut values = vec![f64::NAN; n * WINDOW_COLUMNS.len()].into_boxed_slice();
+        for (k, metrics) in vertices.values().enumerate() {
+            for (c, metric) in WINDOW_COLUMNS.iter().enumerate() {
+                values[c * n + k] = metrics.get_or_absent(*metric);
+            }
+        }
+        let present: Box<[u32]> = vertices.values().map(|m| m.present_bits()).collect();
+        let union = present.iter().fold(0, |bits, p| bits | p);
+        let ids = match neighbour {
+            Some(other) if other.ids.len() == n && other.ids.iter().zip(vertices.keys()).all(|(a, b)| a == b) => {
+                Arc::clone(&other.ids)
+            }
+            _ => vertices.keys().cloned().collect(),
+        };
+        Self {
+            ids,
+            values,
+            present,
+            union,
+        }
+    }
+
+    /// The values of column `c` ([`column`]), one per id.
+    #[inline]
+    pub(crate) fn column(&self, c: usize) -> &[f64] {
+        let n = self.ids.len();
+        &self.values[c * n..(c + 1) * n]
+    }
+
+    /// The value of column `c` for the id at position `k`.
+    #[inline]
+    pub(crate) fn value(&self, c: usize, k: usize) -> f64 {
+        self.values[c * self.ids.len() + k]
+    }
+}
+
+/// Where a vertex's entry sits: (sample index in the window, position in that sample's ids).
+pub(crate) type RowAt = (usize, usize);
+
+/// Per-vertex statistics of some window columns, in topology vertex order.
+pub(crate) struct WindowScan<const N: usize> {
+    /// The reference's `getAverage` state of each requested column.
+    pub(crate) averages: Vec<[AverageAccumulator; N]>,
+    /// The metrics present in some snapshot of the vertex (bit `metric.index()`).
+    pub(crate) seen: Vec<u32>,
+    /// The earliest and the latest entry of the vertex, `None` when no snapshot lists it.
+    pub(crate) ends: Vec<Option<(RowAt, RowAt)>>,
+    /// The topology index of each id of the latest snapshot (`None` for an id the topology lacks).
+    pub(crate) latest: Vec<Option<usize>>,
+}
+
+/// Reads `history` once for the averages of the columns `averaged` ([`column`] positions) of
+/// every vertex of `topology`, with each vertex's present metrics and first and last entries.
+///
+/// Every vertex's accumulators take its samples in time order, so each average is the
+/// reference's sequential sum. Consecutive snapshots listing the same vertices (the same id list)
+/// are accumulated column by column over their positions; where the id list changes, each
+/// vertex's running state moves to its new position (or waits, while a snapshot lacks it). Ids
+/// unknown to the topology are ignored; a vertex missing from a snapshot has no sample there.
+pub(crate) fn scan<const N: usize>(
+    topology: &JobTopology,
+    history: &MetricHistory,
+    averaged: [usize; N],
+) -> WindowScan<N> {
+    let mut out = WindowScan {
+        averages: vec![[AverageAccumulator::default(); N]; topology.len()],
+        seen: vec![0; topology.len()],
+        ends: vec![None; topology.len()],
+        latest: Vec::new(),
+    };
+    // The running state of the current run of snapshots, by position in its id list.
+    let mut run: Option<Run<'_>> = None;
+    let mut slots: [AverageColumn; N] = std::array::from_fn(|_| AverageColumn::default());
+    let mut seen: Vec<u32> = Vec::new();
+    for (i, (_, _, columns)) in history.with_columns().enumerate() {
+        if !run.as_ref().is_some_and(|r| Arc::ptr_eq(r.ids, &columns.ids)) {
+            if let Some(previous) = run.take() {
+                previous.park(i - 1, &slots, &seen, &mut out);
+            }
+            let vertices: Vec<Option<usize>> = columns.ids.iter().map(|id| topology.index_of(id.as_str())).collect();
+            for (c, slot) in slots.iter_mut().enumerate() {
+                slot.reset(
+                    vertices
+                        .iter()
+                        .map(|v| v.map_or_else(Default::default, |v| out.averages[v][c])),
+                );
+            }
+            seen.clear();
+            seen.extend(vertices.iter().map(|v| v.map_or(0, |v| out.seen[v])));
+            run = Some(Run {
+                ids: &columns.ids,
+                vertices,
+                start: i,
+            });
+        }
+        for (slot, &c) in slots.iter_mut().zip(&averaged) {
+            slot.push_column(columns.column(c));
+        }
+        for (bits, present) in seen.iter_mut().zip(&columns.present) {
+            *bits |= present;
+        }
+    }
+    if let Some(last) = run {
+        last.park(history.len() - 1, &slots, &seen, &mut out);
+        out.latest = last.vertices;
+    }
+    out
+}
+
+/// A run of consecutive snapshots sharing one id list.
+struct Run<'h> {
+    ids: &'h Arc<[VertexId]>,
+    /// The topology index of each id.
+    vertices: Vec<Option<usize>>,
+    /// The index of the run's first snapshot.
+    start: usize,
+}
+
+impl Run<'_> {
+    /// Moves the run's state (which ended at snapshot `end`) back to its vertices.
+    fn park<const N: usize>(&self, end: usize, slots: &[AverageColumn; N], seen: &[u32], out: &mut WindowScan<N>) {
+        for (k, vertex) in self.vertices.iter().enumerate() {
+            let Some(v) = *vertex else { continue };
+            for (c, slot) in slots.iter().enumerate() {
+                out.averages[v][c] = slot.get(k);
+            }
+            out.seen[v] = seen[k];
+            let first = out.ends[v].map_or((self.start, k), |(first, _)| first);
+            out.ends[v] = Some((first, (end, k)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MetricValues, ScalingMetric::*};
+    use chrono::{TimeZone, Utc};
+
+    fn snapshot(ids: &[&str], load: f64) -> CollectedMetrics {
+        CollectedMetrics {
+            vertex_metrics: ids
+                .iter()
+                .map(|id| {
+                    (
+                        VertexId::new(id),
+                        MetricValues::from_iter([(Load, load), (Parallelism, 2.0)]),
+                    )
+                })
+                .collect(),
+            global_metrics: MetricValues::new(),
+        }
+    }
+
+    #[test]
+    fn columns_hold_the_values_and_every_present_bit() {
+        let c = Columns::of(&snapshot(&["b", "a"], 0.5), None);
+        assert_eq!(&*c.ids, [VertexId::new("a"), VertexId::new("b")]);
+        assert_eq!(c.column(column(Load)), [0.5, 0.5]);
+        assert!(c.value(column(NumRecordsIn), 1).is_nan(), "absent reads NaN");
+        assert_eq!(c.union, (1 << Load.index()) | (1 << Parallelism.index()));
+    }
+
+    #[test]
+    fn same_vertices_share_the_id_list() {
+        let first = Columns::of(&snapshot(&["a", "b"], 0.5), None);
+        let same = Columns::of(&snapshot(&["a", "b"], 0.5), Some(&first));
+        assert!(Arc::ptr_eq(&first.ids, &same.ids));
+        let other = Columns::of(&snapshot(&["a", "c"], 0.5), Some(&first));
+        assert!(!Arc::ptr_eq(&first.ids, &other.ids));
+        let fewer = Columns::of(&snapshot(&["a"], 0.5), Some(&first));
+        assert_eq!(fewer.ids.len(), 1);
+    }
+
+    #[test]
+    fn a_scan_follows_vertices_across_changing_id_lists() {
+        let topology = JobTopology::new(
+            vec![
+                crate::VertexSpec::new("a", 1, 1),
+                crate::VertexSpec::new("b", 1, 1),
+                crate::VertexSpec::new("c", 1, 1),
+            ],
+            vec![],
+        )
+        .expect("valid topology");
+        let at = |s: i64| Utc.timestamp_opt(s, 0).single().expect("valid instant");
+        // "b" appears in the second run only; "x" is unknown; "c" never appears.
+        let history: MetricHistory = [
+            (at(1), snapshot(&["a", "x"], 0.1)),
+            (at(2), snapshot(&["a", "x"], 0.2)),
+            (at(3), snapshot(&["a", "b"], 0.4)),
+            (at(4), snapshot(&["a", "x"], 0.8)),
+        ]
+        .into_iter()
+        .collect();
+        let scan = scan(&topology, &history, [column(Load)]);
+        // a: ((0.1 + 0.2) + 0.4) + 0.8 in that order, 4 samples.
+        assert_eq!(scan.averages[0][0].average(1), (((0.1 + 0.2) + 0.4) + 0.8) / 4.0);
+        assert_eq!(scan.averages[1][0].average(1), 0.4);
+        assert!(scan.averages[2][0].average(1).is_nan());
+        assert_eq!(scan.ends[0], Some(((0, 0), (3, 0))));
+        assert_eq!(scan.ends[1], Some(((2, 1), (2, 1))));
+        assert_eq!(scan.ends[2], None);
+        assert_eq!(scan.seen[1], (1 << Load.index()) | (1 << Parallelism.index()));
+        assert_eq!(scan.latest, [Some(0), None]);
+    }
+}
