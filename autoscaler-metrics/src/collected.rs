@@ -35,7 +35,7 @@ impl CollectedMetrics {
 ///
 /// Each snapshot also gets a dense digest of the few metrics the window statistics read when it
 /// is added (once: the digest is shared as the snapshot is), so that evaluating a window reads
-/// contiguous rows rather than every snapshot's map.
+/// contiguous columns rather than every snapshot's map.
 #[derive(Debug, Clone, Default)]
 pub struct MetricHistory {
     /// Strictly increasing by instant.

@@ -1,10 +1,10 @@
 //! The column digest of a snapshot: the few metrics the window statistics read, laid out densely.
 //!
 //! A [`crate::MetricHistory`] builds one [`Columns`] per snapshot when the snapshot is added, and
-//! never again. Reading a window then walks one contiguous array of small rows per snapshot
-//! instead of every snapshot's vertex map, and snapshots that list the same vertices share one
-//! id list, so mapping a row to its topology vertex is resolved once per window rather than once
-//! per sample. The rows hold the same values the maps hold (NaN where a metric is absent); no
+//! never again. Reading a window then runs down a few contiguous columns per snapshot instead of
+//! every snapshot's vertex map, and snapshots that list the same vertices share one id list, so
+//! mapping a position to its topology vertex is resolved once per run of such snapshots rather
+//! than once per sample. The columns hold the same values the maps hold (NaN where absent); no
 //! statistic is precomputed, so every window statistic still sums its samples in time order as
 //! the reference does.
 
@@ -12,7 +12,7 @@ use crate::history_stats::{AverageAccumulator, AverageColumn};
 use crate::{CollectedMetrics, JobTopology, MetricHistory, ScalingMetric, VertexId};
 use std::sync::Arc;
 
-/// The metrics a [`Row`] holds, in the order of [`Row::values`].
+/// The metrics a [`Columns`] holds, column `c` being `WINDOW_COLUMNS[c]`.
 pub(crate) const WINDOW_COLUMNS: [ScalingMetric; 8] = [
     ScalingMetric::Load,
     ScalingMetric::NumRecordsInPerSecond,

@@ -3,7 +3,7 @@
 //!
 //! This is the reference's `ScalingMetricEvaluator.computeEvaluatedMetrics`,
 //! without custom evaluator plugins. The history is read in one pass over the snapshots' column
-//! digests (dense rows resolved to topology vertices once per distinct vertex list), feeding
+//! digests (dense columns resolved to topology vertices once per distinct vertex list), feeding
 //! per-vertex rate and average accumulators, so no per-sample map lookup happens.
 
 use crate::columns::{self, RowAt, column};
@@ -254,18 +254,23 @@ const RATE_METRICS: [ScalingMetric; 4] = [
     ScalingMetric::AccumulatedBusyTime,
 ];
 
+/// The digest columns of [`RATE_METRICS`] (a metric without one fails to compile).
+const RATE_COLUMNS: [usize; RATE_METRICS.len()] = [
+    column(RATE_METRICS[0]),
+    column(RATE_METRICS[1]),
+    column(RATE_METRICS[2]),
+    column(RATE_METRICS[3]),
+];
+
 impl<'h> Window<'h> {
     fn read(topology: &JobTopology, history: &'h MetricHistory) -> Self {
         let vertex_count = topology.len();
-        let scan = columns::scan(
-            topology,
-            history,
-            [
-                column(ScalingMetric::Load),
-                column(ScalingMetric::NumRecordsInPerSecond),
-                column(ScalingMetric::ObservedTpr),
-            ],
-        );
+        const AVERAGED: [usize; 3] = [
+            column(ScalingMetric::Load),
+            column(ScalingMetric::NumRecordsInPerSecond),
+            column(ScalingMetric::ObservedTpr),
+        ];
+        let scan = columns::scan(topology, history, AVERAGED);
         let mut series: Vec<VertexSeries<'h>> = scan
             .averages
             .iter()
@@ -301,29 +306,24 @@ impl<'h> Window<'h> {
             let Some((first_at, last_at)) = *ends else {
                 continue;
             };
-            let mut rates = [RateAccumulator::default(); RATE_METRICS.len()];
-            for (acc, metric) in rates.iter_mut().zip(RATE_METRICS) {
-                let (a, b) = (value(first_at, column(metric)), value(last_at, column(metric)));
+            let rate = |(metric, c): (ScalingMetric, usize)| {
+                let (a, b) = (value(first_at, c), value(last_at, c));
                 if s.seen & (1 << metric.index()) == 0 {
                     // Never collected: no sample, NaN rate.
-                } else if !a.is_nan() && (!b.is_nan() || first_at == last_at) {
-                    acc.push(samples[first_at.0].0, a);
-                    if last_at != first_at {
-                        acc.push(samples[last_at.0].0, b);
-                    }
-                } else {
-                    let id = &topology.vertices()[v].id;
-                    for (at, snapshot) in history.iter() {
-                        acc.push(
-                            *at,
-                            snapshot
-                                .vertex(id.as_str())
-                                .map_or(f64::NAN, |m| m.get_or_absent(metric)),
-                        );
-                    }
+                    return f64::NAN;
                 }
-            }
-            let [records_in, records_out, lag, busy_time] = rates.map(|r| r.rate());
+                if a.is_nan() || (b.is_nan() && first_at != last_at) {
+                    return crate::metric_rate(history, topology.vertices()[v].id.as_str(), metric);
+                }
+                let mut acc = RateAccumulator::default();
+                acc.push(samples[first_at.0].0, a);
+                if last_at != first_at {
+                    acc.push(samples[last_at.0].0, b);
+                }
+                acc.rate()
+            };
+            let [records_in, records_out, lag, busy_time] =
+                std::array::from_fn(|i| rate((RATE_METRICS[i], RATE_COLUMNS[i])));
             (s.records_in, s.records_out, s.lag, s.busy_time) = (records_in, records_out, lag, busy_time);
         }
         // The latest snapshot's ids are in id order; when they cover every vertex they are the

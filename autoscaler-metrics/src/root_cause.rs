@@ -230,11 +230,8 @@ pub fn has_backpressure(history: &MetricHistory) -> bool {
 /// The window averages of `LOAD` and `BACKPRESSURE` of every vertex of `topology` over `history`
 /// (NaN samples skipped, as the evaluation's averages; NaN when a vertex has no finite sample).
 pub fn window_signals(topology: &JobTopology, history: &MetricHistory) -> BTreeMap<VertexId, VertexSignals> {
-    let scan = columns::scan(
-        topology,
-        history,
-        [column(ScalingMetric::Load), column(ScalingMetric::Backpressure)],
-    );
+    const AVERAGED: [usize; 2] = [column(ScalingMetric::Load), column(ScalingMetric::Backpressure)];
+    let scan = columns::scan(topology, history, AVERAGED);
     topology
         .vertices()
         .iter()
