@@ -149,19 +149,24 @@ impl ScalingReport<'_> {
 /// `{ Vertex ID <v> | Parallelism <cur> -> <new> | Processing capacity <tpr> -> <expected> | Target data rate <rate>}`
 /// entry per summary, concatenated without separator.
 pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &str) -> String {
-    let mut out = String::from(header);
+    use std::fmt::Write as _;
+    // About 150 bytes an entry; writing to a String cannot fail.
+    let mut out = String::with_capacity(header.len() + 160 * summaries.len());
+    out.push_str(header);
     for (v, s) in summaries {
         let tpr = s.metrics.get_or_absent(ScalingMetric::TrueProcessingRate).average;
         let expected = s.metrics.get_or_absent(ScalingMetric::ExpectedProcessingRate).current;
         let target = s.metrics.get_or_absent(ScalingMetric::TargetDataRate).average;
-        out.push_str(&format!(
-            "{{ Vertex ID {v} | Parallelism {} -> {} | Processing capacity {} -> {} | Target data rate {}}}",
-            s.current_parallelism,
-            s.new_parallelism,
-            java::format_2f(tpr),
-            java::format_2f(expected),
-            java::format_2f(target)
-        ));
+        out.push_str("{ Vertex ID ");
+        out.push_str(v.as_str());
+        let _ = write!(out, " | Parallelism {} -> {}", s.current_parallelism, s.new_parallelism);
+        out.push_str(" | Processing capacity ");
+        let _ = java::write_2f(&mut out, tpr);
+        out.push_str(" -> ");
+        let _ = java::write_2f(&mut out, expected);
+        out.push_str(" | Target data rate ");
+        let _ = java::write_2f(&mut out, target);
+        out.push('}');
     }
     out
 }

@@ -469,6 +469,14 @@ where
             return Ok(());
         }
         let mut merged = user_overrides(ctx.configuration().get(PIPELINE_PARALLELISM_OVERRIDES));
+        if merged.is_empty() {
+            // Nothing of the user's to keep: the stored overrides are the merge.
+            return self
+                .realizer
+                .realize_parallelism_overrides(ctx, &stored)
+                .await
+                .map_err(|e| cycle_error("realize", e));
+        }
         for (id, p) in stored {
             if end.excluded.iter().any(|e| e == id.as_str()) && merged.contains_key(&id) {
                 continue;

@@ -50,6 +50,8 @@ pub(crate) struct Columns {
     present: Box<[u32]>,
     /// The union of `present`.
     pub(crate) union: u32,
+    /// Bit `c` is set when every value of column `c` is finite.
+    finite: u32,
 }
 
 impl Columns {
@@ -65,6 +67,9 @@ impl Columns {
         }
         let present: Box<[u32]> = vertices.values().map(|m| m.present_bits()).collect();
         let union = present.iter().fold(0, |bits, p| bits | p);
+        let finite = (0..WINDOW_COLUMNS.len())
+            .filter(|&c| values[c * n..(c + 1) * n].iter().all(|x| x.is_finite()))
+            .fold(0, |bits, c| bits | 1 << c);
         let ids = match neighbour {
             Some(other) if other.ids.len() == n && other.ids.iter().zip(vertices.keys()).all(|(a, b)| a == b) => {
                 Arc::clone(&other.ids)
@@ -76,6 +81,7 @@ impl Columns {
             values,
             present,
             union,
+            finite,
         }
     }
 
@@ -84,6 +90,12 @@ impl Columns {
     pub(crate) fn column(&self, c: usize) -> &[f64] {
         let n = self.ids.len();
         &self.values[c * n..(c + 1) * n]
+    }
+
+    /// Whether every value of column `c` is finite.
+    #[inline]
+    pub(crate) fn is_finite(&self, c: usize) -> bool {
+        self.finite & (1 << c) != 0
     }
 
     /// The value of column `c` for the id at position `k`.
@@ -127,67 +139,51 @@ pub(crate) fn scan<const N: usize>(
         ends: vec![None; topology.len()],
         latest: Vec::new(),
     };
-    // The running state of the current run of snapshots, by position in its id list.
-    let mut run: Option<Run<'_>> = None;
-    let mut slots: [AverageColumn; N] = std::array::from_fn(|_| AverageColumn::default());
+    let samples: Vec<&Columns> = history.with_columns().map(|(_, _, columns)| columns).collect();
+    let mut slot = AverageColumn::default();
+    let mut run_columns: Vec<&[f64]> = Vec::with_capacity(samples.len());
     let mut seen: Vec<u32> = Vec::new();
-    for (i, (_, _, columns)) in history.with_columns().enumerate() {
-        if !run.as_ref().is_some_and(|r| Arc::ptr_eq(r.ids, &columns.ids)) {
-            if let Some(previous) = run.take() {
-                previous.park(i - 1, &slots, &seen, &mut out);
+    let mut start = 0;
+    while let Some(first) = samples.get(start) {
+        let len = samples[start..]
+            .iter()
+            .position(|c| !Arc::ptr_eq(&c.ids, &first.ids))
+            .unwrap_or(samples.len() - start);
+        let run = &samples[start..start + len];
+        let vertices: Vec<Option<usize>> = first.ids.iter().map(|id| topology.index_of(id.as_str())).collect();
+        for (c, &column) in averaged.iter().enumerate() {
+            slot.reset(
+                vertices
+                    .iter()
+                    .map(|v| v.map_or_else(Default::default, |v| out.averages[v][c])),
+            );
+            run_columns.clear();
+            run_columns.extend(run.iter().map(|columns| columns.column(column)));
+            slot.push_columns(&run_columns, run.iter().all(|columns| columns.is_finite(column)));
+            for (k, vertex) in vertices.iter().enumerate() {
+                if let Some(v) = *vertex {
+                    out.averages[v][c] = slot.get(k);
+                }
             }
-            let vertices: Vec<Option<usize>> = columns.ids.iter().map(|id| topology.index_of(id.as_str())).collect();
-            for (c, slot) in slots.iter_mut().enumerate() {
-                slot.reset(
-                    vertices
-                        .iter()
-                        .map(|v| v.map_or_else(Default::default, |v| out.averages[v][c])),
-                );
+        }
+        seen.clear();
+        seen.resize(vertices.len(), 0);
+        for columns in run {
+            for (bits, present) in seen.iter_mut().zip(&columns.present) {
+                *bits |= present;
             }
-            seen.clear();
-            seen.extend(vertices.iter().map(|v| v.map_or(0, |v| out.seen[v])));
-            run = Some(Run {
-                ids: &columns.ids,
-                vertices,
-                start: i,
-            });
         }
-        for (slot, &c) in slots.iter_mut().zip(&averaged) {
-            slot.push_column(columns.column(c));
+        let last = start + len - 1;
+        for (k, vertex) in vertices.iter().enumerate() {
+            let Some(v) = *vertex else { continue };
+            out.seen[v] |= seen[k];
+            let earliest = out.ends[v].map_or((start, k), |(earliest, _)| earliest);
+            out.ends[v] = Some((earliest, (last, k)));
         }
-        for (bits, present) in seen.iter_mut().zip(&columns.present) {
-            *bits |= present;
-        }
-    }
-    if let Some(last) = run {
-        last.park(history.len() - 1, &slots, &seen, &mut out);
-        out.latest = last.vertices;
+        out.latest = vertices;
+        start += len;
     }
     out
-}
-
-/// A run of consecutive snapshots sharing one id list.
-struct Run<'h> {
-    ids: &'h Arc<[VertexId]>,
-    /// The topology index of each id.
-    vertices: Vec<Option<usize>>,
-    /// The index of the run's first snapshot.
-    start: usize,
-}
-
-impl Run<'_> {
-    /// Moves the run's state (which ended at snapshot `end`) back to its vertices.
-    fn park<const N: usize>(&self, end: usize, slots: &[AverageColumn; N], seen: &[u32], out: &mut WindowScan<N>) {
-        for (k, vertex) in self.vertices.iter().enumerate() {
-            let Some(v) = *vertex else { continue };
-            for (c, slot) in slots.iter().enumerate() {
-                out.averages[v][c] = slot.get(k);
-            }
-            out.seen[v] = seen[k];
-            let first = out.ends[v].map_or((self.start, k), |(first, _)| first);
-            out.ends[v] = Some((first, (end, k)));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! per-vertex rate and average accumulators, so no per-sample map lookup happens.
 
 use crate::columns::{self, RowAt, column};
-use crate::history_stats::{AverageAccumulator, RateAccumulator};
+use crate::history_stats::{self, AverageAccumulator};
 use crate::java;
 use crate::{
     BusyTimeAggregator, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, MetricHistory,
@@ -306,6 +306,10 @@ impl<'h> Window<'h> {
             let Some((first_at, last_at)) = *ends else {
                 continue;
             };
+            // One elapsed time for every counter taken between the vertex's two ends; NaN with a
+            // single sample (no rate).
+            let elapsed = (first_at.0 != last_at.0)
+                .then(|| history_stats::elapsed_millis(samples[first_at.0].0, samples[last_at.0].0));
             let rate = |(metric, c): (ScalingMetric, usize)| {
                 let (a, b) = (value(first_at, c), value(last_at, c));
                 if s.seen & (1 << metric.index()) == 0 {
@@ -315,12 +319,7 @@ impl<'h> Window<'h> {
                 if a.is_nan() || (b.is_nan() && first_at != last_at) {
                     return crate::metric_rate(history, topology.vertices()[v].id.as_str(), metric);
                 }
-                let mut acc = RateAccumulator::default();
-                acc.push(samples[first_at.0].0, a);
-                if last_at != first_at {
-                    acc.push(samples[last_at.0].0, b);
-                }
-                acc.rate()
+                elapsed.map_or(f64::NAN, |elapsed| history_stats::rate_between(a, b, elapsed))
             };
             let [records_in, records_out, lag, busy_time] =
                 std::array::from_fn(|i| rate((RATE_METRICS[i], RATE_COLUMNS[i])));

@@ -51,9 +51,21 @@ impl RateAccumulator {
         let (Some(first_at), Some(last_at)) = (self.first_at, self.last_at) else {
             return f64::NAN;
         };
-        let elapsed_ms = (last_at - first_at).num_milliseconds().max(1);
-        1000.0 * (self.last - self.first) / elapsed_ms as f64
+        rate_between(self.first, self.last, elapsed_millis(first_at, last_at))
     }
+}
+
+/// The reference's elapsed time of a rate: `Duration.between(first, last).toMillis()`, truncated
+/// to whole milliseconds and at least 1.
+#[inline]
+pub(crate) fn elapsed_millis(first_at: DateTime<Utc>, last_at: DateTime<Utc>) -> i64 {
+    (last_at - first_at).num_milliseconds().max(1)
+}
+
+/// `1000 * (last - first) / elapsed_ms`, the per-second rate of a counter ([`elapsed_millis`]).
+#[inline]
+pub(crate) fn rate_between(first: f64, last: f64, elapsed_ms: i64) -> f64 {
+    1000.0 * (last - first) / elapsed_ms as f64
 }
 
 /// Running state of the reference's `getAverage` over a series.
@@ -130,13 +142,47 @@ impl AverageColumn {
         }
     }
 
-    /// Feeds `values[k]` to the accumulator at position `k`, for every position both have.
-    #[inline]
-    pub(crate) fn push_column(&mut self, values: &[f64]) {
-        let n = values.len().min(self.sum.len());
+    /// Feeds each column of `columns` in turn (in time order): `column[k]` to the accumulator at
+    /// position `k`, for the positions every column and the accumulators have. `all_finite` says
+    /// that every value of every column is finite, which lets the sums skip the per-sample rule.
+    ///
+    /// Positions are taken a block at a time through all the columns, so a block's running state
+    /// stays in registers; each accumulator still takes its samples one by one in order.
+    pub(crate) fn push_columns(&mut self, columns: &[&[f64]], all_finite: bool) {
+        const BLOCK: usize = 8;
+        let n = columns.iter().fold(self.sum.len(), |n, c| n.min(c.len()));
         let (sum, count, infinite) = (&mut self.sum[..n], &mut self.count[..n], &mut self.infinite[..n]);
-        for (((sum, count), infinite), &value) in sum.iter_mut().zip(count).zip(infinite).zip(&values[..n]) {
-            accumulate(sum, count, infinite, value);
+        if all_finite {
+            // Every sample is finite: [`accumulate`] adds each one and counts it.
+            let mut blocks = sum.chunks_exact_mut(BLOCK);
+            let mut at = 0;
+            for sum in &mut blocks {
+                let mut s: [f64; BLOCK] = std::array::from_fn(|j| sum[j]);
+                for column in columns {
+                    let values = &column[at..at + BLOCK];
+                    for j in 0..BLOCK {
+                        s[j] += values[j];
+                    }
+                }
+                sum.copy_from_slice(&s);
+                at += BLOCK;
+            }
+            for (j, sum) in blocks.into_remainder().iter_mut().enumerate() {
+                for column in columns {
+                    *sum += column[at + j];
+                }
+            }
+            for count in count.iter_mut() {
+                *count += columns.len() as u64;
+            }
+            return;
+        }
+        for column in columns {
+            for (((sum, count), infinite), &value) in
+                sum.iter_mut().zip(&mut *count).zip(&mut *infinite).zip(&column[..n])
+            {
+                accumulate(sum, count, infinite, value);
+            }
         }
     }
 }
@@ -332,6 +378,53 @@ mod tests {
                 got.to_bits() == expected.to_bits() || (got.is_nan() && expected.is_nan()),
                 "{got:e} vs {expected:e}"
             );
+        }
+
+        /// The blocked column kernel leaves every position's accumulator exactly as feeding it its
+        /// column values one by one does, from any starting state and for any width.
+        #[test]
+        fn push_columns_is_push_per_position(
+            start in proptest::collection::vec((-1e6f64..1e6, 0u64..5, 0u64..2), 0..11),
+            columns in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::prop_oneof![
+                        8 => -1e9f64..1e9,
+                        1 => proptest::num::f64::ANY,
+                        1 => proptest::strategy::Just(f64::NAN),
+                        1 => proptest::strategy::Just(f64::INFINITY),
+                    ],
+                    11,
+                ),
+                0..7,
+            ),
+        ) {
+            let states: Vec<AverageAccumulator> = start
+                .iter()
+                .map(|&(sum, count, infinite)| AverageAccumulator { sum, count, infinite })
+                .collect();
+            let mut block = AverageColumn::default();
+            block.reset(states.iter().copied());
+            let views: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
+            let all_finite = columns.iter().flatten().all(|x| x.is_finite());
+            block.push_columns(&views, all_finite);
+            if all_finite {
+                let mut masked = AverageColumn::default();
+                masked.reset(states.iter().copied());
+                masked.push_columns(&views, false);
+                for k in 0..states.len() {
+                    proptest::prop_assert_eq!(masked.get(k).sum.to_bits(), block.get(k).sum.to_bits());
+                    proptest::prop_assert_eq!(masked.get(k).count, block.get(k).count);
+                }
+            }
+            for (k, state) in states.iter().enumerate() {
+                let mut one = *state;
+                for column in &columns {
+                    one.push(column[k]);
+                }
+                let got = block.get(k);
+                proptest::prop_assert_eq!(got.sum.to_bits(), one.sum.to_bits(), "position {}", k);
+                proptest::prop_assert_eq!((got.count, got.infinite), (one.count, one.infinite));
+            }
         }
     }
 

@@ -120,9 +120,26 @@ fn half_up_units(value: f64, decimals: u32) -> Option<(f64, f64)> {
     // The binary product and the shortest decimal's product differ by at most ~3 ulps of `scaled`.
     let margin = 16.0 * f64::EPSILON * scaled.max(1.0);
     if (fraction - 0.5).abs() <= margin {
-        return None;
+        return resolve_tie(value.abs(), floor, scale).map(|units| (units, scale));
     }
     Some((if fraction > 0.5 { floor + 1.0 } else { floor }, scale))
+}
+
+/// Rounds `magnitude` (non-negative, `floor` whole `1/scale` units plus about half a unit) half
+/// up on its shortest decimal, without the digits, where the doubles there are dense enough.
+///
+/// `tie`, the double nearest to the decimal tie `(floor + 0.5) / scale`, is computed exactly
+/// rounded from exact integers. Below 2^48 units a unit spans more than 16 ulps, so no decimal
+/// with fewer digits than the tie reads back as `tie`: the shortest decimal of `tie` is the tie
+/// itself (rounded up, half up), and that of any other double lies on the same side of the tie as
+/// the double does.
+fn resolve_tie(magnitude: f64, floor: f64, scale: f64) -> Option<f64> {
+    const MAX_UNITS: f64 = 281_474_976_710_656.0; // 2^48
+    if floor >= MAX_UNITS {
+        return None;
+    }
+    let tie = (2.0 * floor + 1.0) / (2.0 * scale);
+    Some(if magnitude >= tie { floor + 1.0 } else { floor })
 }
 
 /// [`round_half_up`] on the decimal digits of the shortest representation.
@@ -274,8 +291,23 @@ pub fn double_to_string(x: f64) -> String {
 /// assert_eq!(java::format_2f(3.0), "3.00");
 /// ```
 pub fn format_2f(value: f64) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_2f(&mut out, value);
+    out
+}
+
+/// [`format_2f`] written to `out`, without an intermediate string.
+///
+/// ```
+/// use autoscaler_metrics::java;
+/// let mut out = String::from("rate ");
+/// java::write_2f(&mut out, 0.125).unwrap();
+/// assert_eq!(out, "rate 0.13");
+/// ```
+pub fn write_2f<W: std::fmt::Write>(out: &mut W, value: f64) -> std::fmt::Result {
     if !value.is_finite() {
-        return double_to_string(value);
+        return out.write_str(&double_to_string(value));
     }
     match half_up_units(value, 2) {
         // Hundredths below 2^52: printing them as an integer is what `{:.2}` prints for the
@@ -283,9 +315,9 @@ pub fn format_2f(value: f64) -> String {
         Some((units, _)) => {
             let units = units as u64;
             let sign = if value.is_sign_negative() { "-" } else { "" };
-            format!("{sign}{}.{:02}", units / 100, units % 100)
+            write!(out, "{sign}{}.{:02}", units / 100, units % 100)
         }
-        None => format!("{:.2}", round_half_up(value, 2)),
+        None => write!(out, "{:.2}", round_half_up(value, 2)),
     }
 }
 
@@ -399,6 +431,31 @@ mod tests {
                 proptest::prop_assert_eq!(fast.to_bits(), round_half_up_by_digits(x, 3).to_bits());
             }
             proptest::prop_assert_eq!(round_half_up(x, 3).to_bits(), round_half_up_by_digits(x, 3).to_bits());
+        }
+
+        #[test]
+        fn fast_rounding_agrees_near_ties_of_any_scale(
+            units in 0i64..281_474_976_710_656,
+            ulps in -40i64..40,
+            decimals in 0u32..8,
+            negative in proptest::bool::ANY,
+        ) {
+            // Values within a few ulps of the tie `units.5 / 10^decimals`, over the whole range the
+            // tie resolution covers, both signs.
+            let tie = (2.0 * units as f64 + 1.0) / (2.0 * 10f64.powi(decimals as i32));
+            let x = f64::from_bits((tie.to_bits() as i64 + ulps) as u64);
+            let x = if negative { -x } else { x };
+            if let Some(fast) = round_half_up_fast(x, decimals) {
+                proptest::prop_assert_eq!(fast.to_bits(), round_half_up_by_digits(x, decimals).to_bits(), "{:e}", x);
+            }
+        }
+
+        #[test]
+        fn two_places_of_three_place_metrics(thousandths in -100_000_000_000i64..100_000_000_000) {
+            // What the scaling report prints: metrics already rounded to 3 places, a tenth of them
+            // ties at 2.
+            let x = round_half_up(thousandths as f64 / 1000.0, 3);
+            proptest::prop_assert_eq!(round_half_up(x, 2).to_bits(), round_half_up_by_digits(x, 2).to_bits(), "{:e}", x);
         }
     }
 

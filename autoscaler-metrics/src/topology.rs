@@ -196,7 +196,9 @@ pub struct JobTopology {
 #[derive(Debug, PartialEq)]
 struct Graph {
     vertices: Vec<VertexInfo>,
-    index: HashMap<VertexId, usize>,
+    /// Position of each id; foldhash, as a lookup per vertex and cycle is on the hot path and
+    /// SipHash costs more than the rest of a lookup.
+    index: HashMap<VertexId, usize, foldhash::fast::RandomState>,
     topological_order: Vec<usize>,
 }
 
@@ -225,7 +227,7 @@ impl JobTopology {
     /// Like [`JobTopology::new`] but accepts a parallelism above the max parallelism, as the
     /// reference does (its vertex scaler caps the new parallelism at max parallelism).
     pub fn new_lenient(vertices: Vec<VertexSpec>, edges: Vec<EdgeSpec>) -> Result<Self, MetricsError> {
-        let mut index = HashMap::with_capacity(vertices.len());
+        let mut index = HashMap::with_capacity_and_hasher(vertices.len(), foldhash::fast::RandomState::default());
         let mut infos = Vec::with_capacity(vertices.len());
         if vertices.is_empty() {
             return Err(MetricsError::EmptyTopology);

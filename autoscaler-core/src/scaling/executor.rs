@@ -82,13 +82,16 @@ fn decide_inner<P: DecisionHooks>(
     }
 
     let excluded: BTreeSet<&str> = options.vertex_exclude_ids.iter().map(String::as_str).collect();
+    // Collected in vertex order, then built into maps at once (cheaper than inserting one by one).
+    let mut vertices = Vec::with_capacity(input.evaluated.vertices.len());
+    let mut summaries = Vec::new();
     let mut any_change = false;
     let mut any_outside_bound = false;
     for (vertex, metrics) in &input.evaluated.vertices {
         let info = input.topology.get(vertex.as_str());
         let current = current_parallelism_of(metrics, info);
         if excluded.contains(vertex.as_str()) || info.is_some_and(|i| i.finished) {
-            decision.vertices.insert(
+            vertices.push((
                 vertex.clone(),
                 VertexDecision {
                     current,
@@ -98,7 +101,7 @@ fn decide_inner<P: DecisionHooks>(
                     expected_processing_rate: f64::NAN,
                     constraint: VertexConstraint::None,
                 },
-            );
+            ));
             continue;
         }
         let scale_input = VertexScaleInput {
@@ -122,7 +125,7 @@ fn decide_inner<P: DecisionHooks>(
             outside_utilization_bound,
             ..
         } = result.change;
-        decision.vertices.insert(
+        vertices.push((
             vertex.clone(),
             VertexDecision {
                 current,
@@ -132,25 +135,25 @@ fn decide_inner<P: DecisionHooks>(
                 expected_processing_rate: result.expected_processing_rate,
                 constraint: result.constraint,
             },
-        );
+        ));
         if result.change.is_no_change() {
             continue;
         }
         any_change = true;
         any_outside_bound |= outside_utilization_bound;
-        decision.summaries.insert(
+        summaries.push((
             vertex.clone(),
             ScalingSummary {
                 current_parallelism: current,
                 new_parallelism: new,
                 metrics: summary_metrics(metrics, result.expected_processing_rate, new),
             },
-        );
+        ));
     }
+    decision.vertices = vertices.into_iter().collect();
 
     // In-band changes only ride along when some changing vertex is out of band.
     if !any_outside_bound {
-        decision.summaries.clear();
         decision.outcome = DecisionOutcome::NoChange(if any_change {
             NoChangeReason::WithinBounds
         } else {
@@ -158,6 +161,7 @@ fn decide_inner<P: DecisionHooks>(
         });
         return Ok(decision);
     }
+    decision.summaries = summaries.into_iter().collect();
 
     let blocked_header = if !options.scaling_enabled {
         Some((BlockReason::ScalingDisabled, report::scaling_disabled_header()))
@@ -344,6 +348,9 @@ fn scaling_would_exceed_resource_quota(
     task_manager_memory: Option<u64>,
 ) -> bool {
     let options = input.options;
+    if options.quota_cpu.is_none() && options.quota_memory.is_none() {
+        return false;
+    }
     let mut groups: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
     let mut has_group_info = false;
     for vertex in input.topology.vertices() {
@@ -357,7 +364,7 @@ fn scaling_would_exceed_resource_quota(
             entry.1 = entry.1.max(summary.new_parallelism);
         }
     }
-    if !has_group_info || (options.quota_cpu.is_none() && options.quota_memory.is_none()) {
+    if !has_group_info {
         return false;
     }
     let slots_per_tm = i64::from(options.task_slots_per_task_manager);
