@@ -301,38 +301,27 @@ pub fn replay_result(s: Scenario) -> Result<ReplayResult, ScenarioError> {
             let explanation = root_cause::explain(&topology, &state.metric_history);
             let restart_time = assessment.scaling.restart_time;
             let metrics = |evaluated| Mode::Metrics { explanation, evaluated };
-            match assessment.stage {
-                Stage::InsufficientSamples => {
-                    let outcome = Outcome::NotReady("insufficient_samples");
+            // Every stage short of a full window ends the replay here, with its outcome.
+            let evaluated = match assessment.stage {
+                Stage::Ready(evaluated) => Ok(evaluated),
+                Stage::InsufficientSamples => Err((Outcome::NotReady("insufficient_samples"), None)),
+                Stage::Failed(e) => Err((Outcome::Failed(e.to_string()), None)),
+                Stage::WindowNotFull { stabilizing, evaluated } => Err((
+                    Outcome::NotReady(if stabilizing { "stabilizing" } else { "window_not_full" }),
+                    Some(Box::new(evaluated)),
+                )),
+            };
+            match evaluated {
+                Ok(evaluated) => (topology, metrics(None), assessment.scaling, evaluated, unmeasured),
+                Err((outcome, evaluated)) => {
                     return Ok(ReplayResult::new(
                         topology,
-                        metrics(None),
+                        metrics(evaluated),
                         restart_time,
                         outcome,
                         state.delayed_scale_down,
                     ));
                 }
-                Stage::Failed(e) => {
-                    let outcome = Outcome::Failed(e.to_string());
-                    return Ok(ReplayResult::new(
-                        topology,
-                        metrics(None),
-                        restart_time,
-                        outcome,
-                        state.delayed_scale_down,
-                    ));
-                }
-                Stage::WindowNotFull { stabilizing, evaluated } => {
-                    let outcome = Outcome::NotReady(if stabilizing { "stabilizing" } else { "window_not_full" });
-                    return Ok(ReplayResult::new(
-                        topology,
-                        metrics(Some(Box::new(evaluated))),
-                        restart_time,
-                        outcome,
-                        state.delayed_scale_down,
-                    ));
-                }
-                Stage::Ready(evaluated) => (topology, metrics(None), assessment.scaling, evaluated, unmeasured),
             }
         }
     };
