@@ -146,8 +146,9 @@ impl AverageColumn {
     /// position `k`, for the positions every column and the accumulators have. `all_finite` says
     /// that every value of every column is finite, which lets the sums skip the per-sample rule.
     ///
-    /// Positions are taken a block at a time through all the columns, so a block's running state
-    /// stays in registers; each accumulator still takes its samples one by one in order.
+    /// All-finite columns are summed a block of positions at a time through all the columns, so
+    /// a block's sums stay in registers; otherwise each column in turn goes through [`accumulate`]
+    /// at every position. Either way each accumulator takes its samples one by one, in order.
     pub(crate) fn push_columns(&mut self, columns: &[&[f64]], all_finite: bool) {
         const BLOCK: usize = 8;
         let n = columns.iter().fold(self.sum.len(), |n, c| n.min(c.len()));
