@@ -251,6 +251,14 @@ pub enum Stage {
     Ready(EvaluatedMetrics),
 }
 
+/// The not-ready reason of too few samples ([`Stage::InsufficientSamples`]).
+pub const INSUFFICIENT_SAMPLES: &str = "insufficient_samples";
+
+/// The not-ready reason of a window that is not full yet ([`Stage::WindowNotFull`]).
+pub fn window_not_full_reason(stabilizing: bool) -> &'static str {
+    if stabilizing { "stabilizing" } else { "window_not_full" }
+}
+
 /// What [`assess`] found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Assessment {

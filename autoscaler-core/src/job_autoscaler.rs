@@ -294,7 +294,7 @@ where
                         options,
                         assessment.scaling.restart_time,
                         JobOutcome::NotReady,
-                        "insufficient_samples",
+                        cycle::INSUFFICIENT_SAMPLES,
                     );
                     self.event_handler.handle_decision_record(ctx, &record).await;
                 }
@@ -328,7 +328,7 @@ where
                     options,
                     assessment.scaling.restart_time,
                     JobOutcome::NotReady,
-                    if stabilizing { "stabilizing" } else { "window_not_full" },
+                    cycle::window_not_full_reason(stabilizing),
                 );
                 self.event_handler.handle_decision_record(ctx, &record).await;
             }
@@ -468,21 +468,20 @@ where
         if stored.is_empty() {
             return Ok(());
         }
-        let mut merged = user_overrides(ctx.configuration().get(PIPELINE_PARALLELISM_OVERRIDES));
-        if merged.is_empty() {
-            // Nothing of the user's to keep: the stored overrides are the merge.
-            return self
-                .realizer
-                .realize_parallelism_overrides(ctx, &stored)
-                .await
-                .map_err(|e| cycle_error("realize", e));
-        }
-        for (id, p) in stored {
-            if end.excluded.iter().any(|e| e == id.as_str()) && merged.contains_key(&id) {
-                continue;
+        let user = user_overrides(ctx.configuration().get(PIPELINE_PARALLELISM_OVERRIDES));
+        // Without overrides of the user's to keep, the stored overrides are the merge.
+        let merged = if user.is_empty() {
+            stored
+        } else {
+            let mut merged = user;
+            for (id, p) in stored {
+                if end.excluded.iter().any(|e| e == id.as_str()) && merged.contains_key(&id) {
+                    continue;
+                }
+                merged.insert(id, p);
             }
-            merged.insert(id, p);
-        }
+            merged
+        };
         self.realizer
             .realize_parallelism_overrides(ctx, &merged)
             .await

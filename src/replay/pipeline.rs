@@ -304,10 +304,10 @@ pub fn replay_result(s: Scenario) -> Result<ReplayResult, ScenarioError> {
             // Every stage short of a full window ends the replay here, with its outcome.
             let evaluated = match assessment.stage {
                 Stage::Ready(evaluated) => Ok(evaluated),
-                Stage::InsufficientSamples => Err((Outcome::NotReady("insufficient_samples"), None)),
+                Stage::InsufficientSamples => Err((Outcome::NotReady(cycle::INSUFFICIENT_SAMPLES), None)),
                 Stage::Failed(e) => Err((Outcome::Failed(e.to_string()), None)),
                 Stage::WindowNotFull { stabilizing, evaluated } => Err((
-                    Outcome::NotReady(if stabilizing { "stabilizing" } else { "window_not_full" }),
+                    Outcome::NotReady(cycle::window_not_full_reason(stabilizing)),
                     Some(Box::new(evaluated)),
                 )),
             };

@@ -362,10 +362,10 @@ fn run_cycle(
         )
     };
     let evaluated = match assessment.stage {
-        Stage::InsufficientSamples => return undecided(None, JobOutcome::NotReady, "insufficient_samples"),
+        Stage::InsufficientSamples => return undecided(None, JobOutcome::NotReady, cycle::INSUFFICIENT_SAMPLES),
         Stage::Failed(error) => return undecided(None, JobOutcome::Error, &error.to_string()),
         Stage::WindowNotFull { stabilizing, evaluated } => {
-            let reason = if stabilizing { "stabilizing" } else { "window_not_full" };
+            let reason = cycle::window_not_full_reason(stabilizing);
             return undecided(Some(&evaluated), JobOutcome::NotReady, reason);
         }
         Stage::Ready(evaluated) => evaluated,
