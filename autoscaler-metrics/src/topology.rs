@@ -8,31 +8,97 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 /// Identifier of a job vertex (the reference's `JobVertexID`; any non-empty string here).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct VertexId(Arc<str>);
+///
+/// Ordered, compared and hashed as its string. Vertex ids key most maps of a cycle, so each id
+/// also carries its first 16 bytes as a number: two ids that differ there compare with one integer
+/// comparison instead of a string comparison, and clones of one id compare equal by pointer.
+#[derive(Clone)]
+pub struct VertexId {
+    /// The first 16 bytes of `id`, big-endian, zero-padded: ordered as the strings are wherever
+    /// two keys differ (see [`VertexId::cmp`]).
+    key: u128,
+    id: Arc<str>,
+}
 
 impl VertexId {
     /// Wraps a string as a vertex id.
     pub fn new(id: impl AsRef<str>) -> Self {
-        Self(Arc::from(id.as_ref()))
+        Self::from_arc(Arc::from(id.as_ref()))
+    }
+
+    fn from_arc(id: Arc<str>) -> Self {
+        let mut head = [0u8; 16];
+        let bytes = id.as_bytes();
+        let n = bytes.len().min(16);
+        head[..n].copy_from_slice(&bytes[..n]);
+        Self {
+            key: u128::from_be_bytes(head),
+            id,
+        }
     }
 
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.id
+    }
+}
+
+impl PartialEq for VertexId {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key && (Arc::ptr_eq(&self.id, &other.id) || self.id == other.id)
+    }
+}
+
+impl Eq for VertexId {}
+
+impl PartialOrd for VertexId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for VertexId {
+    /// The strings' order. Where the keys differ they decide it: the strings agree before the
+    /// first byte where the keys differ, and there either both strings have a byte (the keys hold
+    /// them) or the shorter one ended (its zero padding is below the other's byte, as a string
+    /// that ended is below one that goes on). Equal keys leave it to the strings.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match self.key.cmp(&other.key) {
+            std::cmp::Ordering::Equal if Arc::ptr_eq(&self.id, &other.id) => std::cmp::Ordering::Equal,
+            std::cmp::Ordering::Equal => self.id.cmp(&other.id),
+            unequal => unequal,
+        }
+    }
+}
+
+impl std::hash::Hash for VertexId {
+    /// Hashes as its string does, so maps keyed by ids can be searched by `&str`.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id.hash(state)
+    }
+}
+
+impl Serialize for VertexId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.id)
+    }
+}
+
+impl<'de> Deserialize<'de> for VertexId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Self::from)
     }
 }
 
 impl fmt::Debug for VertexId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(&*self.id, f)
     }
 }
 
 impl fmt::Display for VertexId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.id)
     }
 }
 
@@ -44,13 +110,13 @@ impl From<&str> for VertexId {
 
 impl From<String> for VertexId {
     fn from(s: String) -> Self {
-        Self(Arc::from(s))
+        Self::from_arc(Arc::from(s))
     }
 }
 
 impl std::borrow::Borrow<str> for VertexId {
     fn borrow(&self) -> &str {
-        &self.0
+        &self.id
     }
 }
 
@@ -423,5 +489,49 @@ mod tests {
         assert_eq!(ShipStrategy::parse_lenient("hash"), ShipStrategy::Hash);
         assert_eq!(ShipStrategy::parse_lenient("FORWARD"), ShipStrategy::Forward);
         assert_eq!(ShipStrategy::parse_lenient("RANGE"), ShipStrategy::Unknown);
+    }
+
+    #[test]
+    fn ids_order_as_their_strings_around_the_key() {
+        let ids = [
+            "",
+            "\0",
+            "a",
+            "a\0",
+            "a\0b",
+            "ab",
+            "process-269",
+            "process-270",
+            "0123456789abcdef",
+            "0123456789abcdef\0",
+            "0123456789abcdefa",
+            "0123456789abcdefb",
+            "0123456789abcdee~",
+        ];
+        for a in ids {
+            for b in ids {
+                let (x, y) = (VertexId::new(a), VertexId::new(b));
+                assert_eq!(x.cmp(&y), a.cmp(b), "{a:?} vs {b:?}");
+                assert_eq!(x == y, a == b, "{a:?} vs {b:?}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Ids compare, equal and hash as their strings do, whatever the bytes and the lengths
+        /// (short alphabets make shared 16-byte heads and prefixes common).
+        #[test]
+        fn ids_compare_and_hash_as_strings(a in "[ab\\x00é]{0,20}", b in "[ab\\x00é]{0,20}") {
+            use std::hash::BuildHasher;
+            let (x, y) = (VertexId::new(&a), VertexId::new(&b));
+            proptest::prop_assert_eq!(x.cmp(&y), a.cmp(&b));
+            proptest::prop_assert_eq!(x == y, a == b);
+            let hasher = foldhash::fast::FixedState::with_seed(7);
+            proptest::prop_assert_eq!(hasher.hash_one(&x), hasher.hash_one(a.as_str()));
+            let serialized = serde_json::to_string(&x).expect("serializes");
+            proptest::prop_assert_eq!(&serialized, &serde_json::to_string(&a).expect("serializes"));
+            let back: VertexId = serde_json::from_str(&serialized).expect("deserializes");
+            proptest::prop_assert_eq!(back, x);
+        }
     }
 }
