@@ -3,9 +3,9 @@
 use crate::context::JobAutoScalerContext;
 use crate::state::ScalingSummary;
 use async_trait::async_trait;
-use autoscaler_metrics::{ScalingMetric, VertexId, java};
+use autoscaler_metrics::VertexMap;
+use autoscaler_metrics::{ScalingMetric, java};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -106,7 +106,7 @@ where
 #[derive(Debug, Clone, Copy)]
 pub struct ScalingReport<'a> {
     /// The reported vertices' summaries.
-    pub summaries: &'a BTreeMap<VertexId, ScalingSummary>,
+    pub summaries: &'a VertexMap<ScalingSummary>,
     /// The header the text starts with (`Scaling execution enabled, ...` or a disabled header).
     pub header: &'a str,
     /// The reference's report text: [`scaling_report`] of `summaries` under `header`.
@@ -148,7 +148,7 @@ impl ScalingReport<'_> {
 /// The scaling report: `header` followed by one
 /// `{ Vertex ID <v> | Parallelism <cur> -> <new> | Processing capacity <tpr> -> <expected> | Target data rate <rate>}`
 /// entry per summary, concatenated without separator.
-pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &str) -> String {
+pub fn scaling_report(summaries: &VertexMap<ScalingSummary>, header: &str) -> String {
     use std::fmt::Write as _;
     // About 150 bytes an entry; writing to a String cannot fail.
     let mut out = String::with_capacity(header.len() + 160 * summaries.len());
@@ -173,7 +173,7 @@ pub fn scaling_report(summaries: &BTreeMap<VertexId, ScalingSummary>, header: &s
 
 /// The message key the reference uses to deduplicate "disabled" scaling reports: the Java
 /// `Map.hashCode` of `{vertex -> "Parallelism <cur> -> <new>"}`, masked to a non-negative int.
-pub fn parallelism_hash_code(summaries: &BTreeMap<VertexId, ScalingSummary>) -> String {
+pub fn parallelism_hash_code(summaries: &VertexMap<ScalingSummary>) -> String {
     let hash = summaries.iter().fold(0i32, |acc, (v, s)| {
         let value = format!("Parallelism {} -> {}", s.current_parallelism, s.new_parallelism);
         acc.wrapping_add(java::string_hash(v.as_str()) ^ java::string_hash(&value))

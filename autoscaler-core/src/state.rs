@@ -2,6 +2,7 @@
 
 use crate::context::JobAutoScalerContext;
 use async_trait::async_trait;
+use autoscaler_metrics::VertexMap;
 use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory, VertexId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -89,7 +90,7 @@ pub struct ConfigChanges {
 }
 
 /// Parallelism overrides: vertex id -> parallelism.
-pub type ParallelismOverrides = BTreeMap<VertexId, u32>;
+pub type ParallelismOverrides = VertexMap<u32>;
 
 /// Errors of a state store.
 #[derive(Debug, thiserror::Error)]

@@ -1,15 +1,14 @@
 //! The result of an evaluation: per-vertex and global [`EvaluatedScalingMetric`]s.
 
-use crate::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId};
+use crate::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexMap};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Evaluated metrics of a job: what the reference's `EvaluatedMetrics` holds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EvaluatedMetrics {
     /// Per-vertex evaluated metrics.
-    pub vertices: BTreeMap<VertexId, EvaluatedVertexMetrics>,
+    pub vertices: VertexMap<EvaluatedVertexMetrics>,
     /// Job-wide evaluated metrics (GC pressure, heap usage, task slots).
     pub global: EvaluatedVertexMetrics,
 }

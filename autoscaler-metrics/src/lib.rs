@@ -16,6 +16,7 @@ mod evaluated;
 mod history_stats;
 mod metric;
 mod topology;
+mod vertex_map;
 mod window;
 
 pub mod collection;
@@ -38,7 +39,13 @@ pub use metric::{
     MetricValues, ScalingMetric, round_metric,
 };
 pub use topology::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexInfo, VertexSpec};
+pub use vertex_map::VertexMap;
 pub use window::{WindowStatus, apply_window, discard_before_restart, voids_history, window_and_trim, window_status};
+
+/// The iterators of a [`VertexMap`].
+pub mod vertex_map_iter {
+    pub use crate::vertex_map::{IntoIter, Iter, IterMut, Keys, Values, ValuesMut};
+}
 
 /// Result alias of this crate.
 pub type Result<T, E = MetricsError> = std::result::Result<T, E>;

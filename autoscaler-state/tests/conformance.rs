@@ -880,7 +880,7 @@ async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
     let (handler, now) = event_handler(db).await;
     let c = ctx("job");
     let summaries = |new: u32| {
-        std::collections::BTreeMap::from([(
+        autoscaler_metrics::VertexMap::from([(
             autoscaler_metrics::VertexId::new("v1"),
             ScalingSummary {
                 current_parallelism: 2,

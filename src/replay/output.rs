@@ -83,7 +83,7 @@ impl Serialize for EvaluatedSection<'_> {
 /// where it has one; vertices only the decision knows follow, in id order.
 struct Parallelism<'a> {
     topology: &'a JobTopology,
-    decided: Option<&'a BTreeMap<VertexId, u32>>,
+    decided: Option<&'a autoscaler_metrics::VertexMap<u32>>,
 }
 
 impl Serialize for Parallelism<'_> {

@@ -4,12 +4,12 @@
 use super::{PluginConfig, PluginError, Resolved};
 use crate::config::AutoScalerOptions;
 use crate::state::{ConfigChanges, ScalingSummary};
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId};
+use autoscaler_metrics::VertexMap;
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology};
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
 
 /// The proposed changes of one scaling, per vertex.
-pub type ScalingSummaries = BTreeMap<VertexId, ScalingSummary>;
+pub type ScalingSummaries = VertexMap<ScalingSummary>;
 
 /// Reason of the event emitted when an executor vetoes a scaling.
 pub const SCALING_VETOED_REASON: &str = "ScalingVetoed";

@@ -2,8 +2,7 @@
 //! `ScalingExecutor.scalingWouldExceedClusterResources` and `ResourceCheckUtils`).
 
 use super::{PluginError, ScalingSummaries};
-use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, ScalingMetric, VertexId};
-use std::collections::BTreeMap;
+use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, ScalingMetric};
 
 /// Whether the cluster can host the TaskManagers a scaling needs (reference `ResourceCheck`).
 ///
@@ -61,7 +60,7 @@ impl ResourceCheck for NoopResourceCheck {
 /// assert_eq!(estimate_num_task_slots_after_rescale(&vertices, &summaries, 6), 10);
 /// ```
 pub fn estimate_num_task_slots_after_rescale(
-    vertices: &BTreeMap<VertexId, EvaluatedVertexMetrics>,
+    vertices: &autoscaler_metrics::VertexMap<EvaluatedVertexMetrics>,
     summaries: &ScalingSummaries,
     num_task_slots_used: i64,
 ) -> i64 {

@@ -10,8 +10,9 @@ use super::{
 use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
 use crate::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
 use crate::tuning::{self, TuningInput};
+use autoscaler_metrics::VertexMap;
 use autoscaler_metrics::{
-    EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexId, VertexInfo,
+    EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexInfo,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,7 +61,7 @@ fn decide_inner<P: DecisionHooks>(
     delayed_scale_down: &mut DelayedScaleDown,
 ) -> Result<Decision, P::Error> {
     let options = input.options;
-    let current_parallelism: BTreeMap<VertexId, u32> = input
+    let current_parallelism: VertexMap<u32> = input
         .topology
         .vertices()
         .iter()
@@ -68,8 +69,8 @@ fn decide_inner<P: DecisionHooks>(
         .collect();
     let mut decision = Decision {
         outcome: DecisionOutcome::NoChange(NoChangeReason::AtTarget),
-        vertices: BTreeMap::new(),
-        summaries: BTreeMap::new(),
+        vertices: VertexMap::new(),
+        summaries: VertexMap::new(),
         parallelism: current_parallelism,
         events: Vec::new(),
         memory_tuning: None,
@@ -344,7 +345,7 @@ fn has_hash_input(info: &VertexInfo) -> bool {
 /// only growth is checked, against `quota.cpu` (TM cpu x TMs) and `quota.memory` (TM memory x TMs).
 fn scaling_would_exceed_resource_quota(
     input: &DecisionInput<'_>,
-    summaries: &BTreeMap<VertexId, ScalingSummary>,
+    summaries: &VertexMap<ScalingSummary>,
     task_manager_memory: Option<u64>,
 ) -> bool {
     let options = input.options;
@@ -400,6 +401,7 @@ mod tests {
     use super::*;
     use crate::config::AutoScalerOptions;
     use crate::state::ScalingHistory;
+    use autoscaler_metrics::VertexId;
     use autoscaler_metrics::{EdgeSpec, JobTopology, VertexSpec};
     use chrono::{DateTime, TimeZone, Utc};
     use std::time::Duration;

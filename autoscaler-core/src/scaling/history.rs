@@ -4,7 +4,8 @@
 use super::delayed_scale_down::instant_before;
 use crate::config::AutoScalerOptions;
 use crate::state::{ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking};
-use autoscaler_metrics::{JobTopology, VertexId};
+use autoscaler_metrics::JobTopology;
+use autoscaler_metrics::VertexMap;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -115,7 +116,7 @@ pub fn record_scaling(
     history: &mut ScalingHistory,
     tracking: &mut ScalingTracking,
     now: DateTime<Utc>,
-    summaries: &BTreeMap<VertexId, ScalingSummary>,
+    summaries: &VertexMap<ScalingSummary>,
     _options: &AutoScalerOptions,
 ) {
     for (vertex, summary) in summaries {
@@ -129,7 +130,7 @@ pub fn record_scaling(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use autoscaler_metrics::{EvaluatedVertexMetrics, VertexSpec};
+    use autoscaler_metrics::{EvaluatedVertexMetrics, VertexId, VertexSpec};
     use chrono::TimeZone;
 
     fn at(secs: i64) -> DateTime<Utc> {
@@ -288,7 +289,7 @@ mod tests {
     fn record_scaling_adds_summaries_and_an_unmeasured_record() {
         let mut history = ScalingHistory::new();
         let mut t = ScalingTracking::default();
-        let summaries = BTreeMap::from([(VertexId::new("a"), summary(2, 4))]);
+        let summaries = VertexMap::from([(VertexId::new("a"), summary(2, 4))]);
         record_scaling(&mut history, &mut t, at(5), &summaries, &AutoScalerOptions::default());
         assert_eq!(history["a"][&at(5)].new_parallelism, 4);
         assert_eq!(t.scaling_records[&at(5)].restart_duration, None);

@@ -53,9 +53,9 @@ pub use history::{
 use crate::config::AutoScalerOptions;
 use crate::event::EventType;
 use crate::state::{ScalingHistory, ScalingSummary};
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId};
+use autoscaler_metrics::VertexMap;
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology};
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -266,12 +266,12 @@ pub struct Decision {
     /// What happens.
     pub outcome: DecisionOutcome,
     /// Every examined vertex (empty when blocked by memory pressure).
-    pub vertices: BTreeMap<VertexId, VertexDecision>,
+    pub vertices: VertexMap<VertexDecision>,
     /// The recommended changes; non-empty iff some changing vertex is outside its utilization
     /// bound (then also for blocked outcomes, as the reference's report shows them).
-    pub summaries: BTreeMap<VertexId, ScalingSummary>,
+    pub summaries: VertexMap<ScalingSummary>,
     /// Parallelism of every topology vertex after the cycle (new values only for `Scale`).
-    pub parallelism: BTreeMap<VertexId, u32>,
+    pub parallelism: VertexMap<u32>,
     /// Events emitted during the decision, in emission order.
     pub events: Vec<CycleEvent>,
     /// Memory tuning's result; `None` when the decision did not get that far (tuning runs only for

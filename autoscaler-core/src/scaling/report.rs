@@ -8,8 +8,8 @@ use crate::event::{
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, scaling_report,
 };
 use crate::state::ScalingSummary;
+use autoscaler_metrics::VertexMap;
 use autoscaler_metrics::{VertexId, java};
-use std::collections::BTreeMap;
 
 /// Reason of the memory pressure event.
 pub(crate) const MEMORY_PRESSURE_REASON: &str = "MemoryPressure";
@@ -158,7 +158,7 @@ pub(crate) fn excluded_period_header(options: &AutoScalerOptions) -> String {
 
 /// The `ScalingReport` event under `header` (the default handler's key `ScalingExecutor`).
 pub(crate) fn scaling_report_event(
-    summaries: &BTreeMap<VertexId, ScalingSummary>,
+    summaries: &VertexMap<ScalingSummary>,
     header: String,
     options: &AutoScalerOptions,
 ) -> CycleEvent {

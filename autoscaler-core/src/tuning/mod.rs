@@ -95,8 +95,8 @@ use crate::config::Configuration;
 use crate::event::EventType;
 use crate::scaling::CycleEvent;
 use crate::state::{ConfigChanges, ScalingSummary};
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, ShipStrategy, VertexId};
-use std::collections::BTreeMap;
+use autoscaler_metrics::VertexMap;
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, ShipStrategy};
 
 /// Reason of the recommendation event.
 pub const CONFIGURATION_RECOMMENDATION_REASON: &str = "Configuration recommendation";
@@ -130,7 +130,7 @@ pub struct TuningInput<'a> {
     /// vertex's current `PARALLELISM`.
     pub evaluated: &'a EvaluatedMetrics,
     /// The scaling summaries about to be executed.
-    pub summaries: &'a BTreeMap<VertexId, ScalingSummary>,
+    pub summaries: &'a VertexMap<ScalingSummary>,
 }
 
 /// Why tuning ended without a recommendation (no event, empty changes).
@@ -360,7 +360,7 @@ pub fn current_parallelisms(topology: &JobTopology, evaluated: &EvaluatedMetrics
 pub fn new_parallelisms(
     topology: &JobTopology,
     evaluated: &EvaluatedMetrics,
-    summaries: &BTreeMap<VertexId, ScalingSummary>,
+    summaries: &VertexMap<ScalingSummary>,
 ) -> Vec<i32> {
     topology
         .vertices()

@@ -2,8 +2,10 @@
 //! `MemoryTuningTest.testMemoryTuning`, re-derived by hand below.
 
 use super::*;
-use autoscaler_metrics::{EdgeSpec, EvaluatedScalingMetric, EvaluatedVertexMetrics, VertexSpec};
+use autoscaler_metrics::VertexMap;
+use autoscaler_metrics::{EdgeSpec, EvaluatedScalingMetric, EvaluatedVertexMetrics, VertexId, VertexSpec};
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 const KIB: i64 = 1 << 10;
 const MIB: i64 = 1 << 20;
@@ -21,7 +23,7 @@ fn topology(vertices: &[(&str, u32)], edges: &[(&str, &str, ShipStrategy)]) -> J
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn summaries(changes: &[(&str, u32, u32)]) -> BTreeMap<VertexId, ScalingSummary> {
+fn summaries(changes: &[(&str, u32, u32)]) -> VertexMap<ScalingSummary> {
     changes
         .iter()
         .map(|(id, current, new)| {
@@ -67,7 +69,7 @@ fn tune(
     memory: Option<u64>,
     topology: &JobTopology,
     evaluated: &EvaluatedMetrics,
-    summaries: &BTreeMap<VertexId, ScalingSummary>,
+    summaries: &VertexMap<ScalingSummary>,
 ) -> MemoryTuning {
     tune_task_manager_memory(&TuningInput {
         options,
@@ -87,7 +89,7 @@ fn overrides(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 struct ReferenceJob {
     topology: JobTopology,
     evaluated: EvaluatedMetrics,
-    summaries: BTreeMap<VertexId, ScalingSummary>,
+    summaries: VertexMap<ScalingSummary>,
 }
 
 impl ReferenceJob {
