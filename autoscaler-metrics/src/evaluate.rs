@@ -104,8 +104,8 @@ pub(crate) fn evaluate_inner(
     }
 
     Ok(EvaluatedMetrics {
-        vertices: window
-            .id_order
+        vertices: topology
+            .id_order()
             .iter()
             .map(|&v| (vertices[v].id.clone(), evaluated[v]))
             .collect(),
@@ -195,8 +195,6 @@ pub fn target_processing_capacity(
 struct Window<'h> {
     vertices: Vec<VertexSeries<'h>>,
     global: GlobalSeries<'h>,
-    /// Vertex indices, in id order when the latest snapshot revealed it.
-    id_order: Vec<usize>,
 }
 
 /// Window statistics of one vertex's collected metrics.
@@ -264,7 +262,6 @@ const RATE_COLUMNS: [usize; RATE_METRICS.len()] = [
 
 impl<'h> Window<'h> {
     fn read(topology: &JobTopology, history: &'h MetricHistory) -> Self {
-        let vertex_count = topology.len();
         const AVERAGED: [usize; 3] = [
             column(ScalingMetric::Load),
             column(ScalingMetric::NumRecordsInPerSecond),
@@ -325,16 +322,9 @@ impl<'h> Window<'h> {
                 std::array::from_fn(|i| rate((RATE_METRICS[i], RATE_COLUMNS[i])));
             (s.records_in, s.records_out, s.lag, s.busy_time) = (records_in, records_out, lag, busy_time);
         }
-        // The latest snapshot's ids are in id order; when they cover every vertex they are the
-        // order of the result map for free.
-        let mut id_order: Vec<usize> = scan.latest.iter().filter_map(|v| *v).collect();
-        if id_order.len() != vertex_count {
-            id_order = (0..vertex_count).collect();
-        }
         Self {
             vertices: series,
             global,
-            id_order,
         }
     }
 

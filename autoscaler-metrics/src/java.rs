@@ -312,13 +312,33 @@ pub fn write_2f<W: std::fmt::Write>(out: &mut W, value: f64) -> std::fmt::Result
     match half_up_units(value, 2) {
         // Hundredths below 2^52: printing them as an integer is what `{:.2}` prints for the
         // double nearest to them (its error is far below 0.005), without the float formatter.
-        Some((units, _)) => {
-            let units = units as u64;
-            let sign = if value.is_sign_negative() { "-" } else { "" };
-            write!(out, "{sign}{}.{:02}", units / 100, units % 100)
-        }
+        Some((units, _)) => out.write_str(hundredths(&mut [0; 24], units as u64, value.is_sign_negative())),
         None => write!(out, "{:.2}", round_half_up(value, 2)),
     }
+}
+
+/// `units` hundredths as `[-]integer.ff` in `buf` (`units` below 2^52 has at most 16 digits, so
+/// sign, digits and point fit), without the formatting machinery.
+fn hundredths(buf: &mut [u8; 24], mut units: u64, negative: bool) -> &str {
+    let mut at = buf.len();
+    let mut digits = 0;
+    // At least three digits: two fraction digits and the integer part's `0`.
+    while units > 0 || digits < 3 {
+        if digits == 2 {
+            at -= 1;
+            buf[at] = b'.';
+        }
+        at -= 1;
+        buf[at] = b'0' + (units % 10) as u8;
+        units /= 10;
+        digits += 1;
+    }
+    if negative {
+        at -= 1;
+        buf[at] = b'-';
+    }
+    // Only ASCII digits, `.` and `-` were written.
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 /// Java `List.toString` (`AbstractCollection.toString`): `[a, b, c]`, `[]` when empty.

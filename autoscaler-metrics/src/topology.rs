@@ -266,6 +266,8 @@ struct Graph {
     /// SipHash costs more than the rest of a lookup.
     index: HashMap<VertexId, usize, foldhash::fast::RandomState>,
     topological_order: Vec<usize>,
+    /// Vertex indices in id order.
+    id_order: Vec<usize>,
 }
 
 impl PartialEq for JobTopology {
@@ -337,11 +339,14 @@ impl JobTopology {
             infos[from].outputs.push((to, e.ship_strategy));
         }
         let topological_order = kahn_order(&infos)?;
+        let mut id_order: Vec<usize> = (0..infos.len()).collect();
+        id_order.sort_unstable_by(|&a, &b| infos[a].id.cmp(&infos[b].id));
         Ok(Self {
             graph: std::sync::Arc::new(Graph {
                 vertices: infos,
                 index,
                 topological_order,
+                id_order,
             }),
         })
     }
@@ -374,6 +379,12 @@ impl JobTopology {
     /// Vertex indices in a topological order (every vertex after all its inputs).
     pub fn topological_order(&self) -> &[usize] {
         &self.graph.topological_order
+    }
+
+    /// Vertex indices in id order: the order of every per-vertex map keyed by id, so a map built
+    /// along it is built without sorting.
+    pub fn id_order(&self) -> &[usize] {
+        &self.graph.id_order
     }
 
     /// Indices of the vertices without inputs.

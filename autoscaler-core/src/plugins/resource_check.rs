@@ -48,11 +48,10 @@ impl ResourceCheck for NoopResourceCheck {
 /// ```
 /// use autoscaler_core::plugins::estimate_num_task_slots_after_rescale;
 /// use autoscaler_core::ScalingSummary;
-/// use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId};
-/// use std::collections::BTreeMap;
+/// use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId, VertexMap};
 /// let at = |p: f64| EvaluatedVertexMetrics::from_iter([(ScalingMetric::Parallelism, EvaluatedScalingMetric::of(p))]);
-/// let vertices = BTreeMap::from([(VertexId::new("a"), at(4.0)), (VertexId::new("b"), at(2.0))]);
-/// let summaries = BTreeMap::from([(VertexId::new("b"), ScalingSummary {
+/// let vertices = VertexMap::from([(VertexId::new("a"), at(4.0)), (VertexId::new("b"), at(2.0))]);
+/// let summaries = VertexMap::from([(VertexId::new("b"), ScalingSummary {
 ///     current_parallelism: 2, new_parallelism: 6, metrics: at(2.0) })]);
 /// // Slot sharing (4 slots used = largest parallelism 4): max(4, 6) = 6.
 /// assert_eq!(estimate_num_task_slots_after_rescale(&vertices, &summaries, 4), 6);

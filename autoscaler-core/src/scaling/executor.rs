@@ -61,11 +61,12 @@ fn decide_inner<P: DecisionHooks>(
     delayed_scale_down: &mut DelayedScaleDown,
 ) -> Result<Decision, P::Error> {
     let options = input.options;
+    let vertices = input.topology.vertices();
     let current_parallelism: VertexMap<u32> = input
         .topology
-        .vertices()
+        .id_order()
         .iter()
-        .map(|v| (v.id.clone(), v.parallelism.get()))
+        .map(|&i| (vertices[i].id.clone(), vertices[i].parallelism.get()))
         .collect();
     let mut decision = Decision {
         outcome: DecisionOutcome::NoChange(NoChangeReason::AtTarget),
@@ -115,7 +116,7 @@ fn decide_inner<P: DecisionHooks>(
                 .unwrap_or_else(|| info.map_or(0, |i| i64::from(i.num_source_partitions))),
             has_hash_input: info.is_some_and(has_hash_input),
             info,
-            history: input.scaling_history.get(vertex.as_str()),
+            history: input.scaling_history.get(vertex),
             restart_time: input.restart_time,
             now: input.now,
             options,
@@ -245,7 +246,7 @@ fn adopt_executor_summaries(decision: &mut Decision, summaries: ScalingSummaries
 /// vertices, `RECOMMENDED_PARALLELISM` (even when the change is blocked).
 pub fn apply_to_evaluated(decision: &Decision, evaluated: &mut EvaluatedMetrics) {
     for (vertex, detail) in &decision.vertices {
-        if let Some(metrics) = evaluated.vertices.get_mut(vertex.as_str())
+        if let Some(metrics) = evaluated.vertices.get_mut(vertex)
             && !detail.expected_processing_rate.is_nan()
         {
             metrics.insert(
@@ -255,7 +256,7 @@ pub fn apply_to_evaluated(decision: &Decision, evaluated: &mut EvaluatedMetrics)
         }
     }
     for (vertex, summary) in &decision.summaries {
-        if let Some(metrics) = evaluated.vertices.get_mut(vertex.as_str()) {
+        if let Some(metrics) = evaluated.vertices.get_mut(vertex) {
             metrics.insert(
                 ScalingMetric::RecommendedParallelism,
                 EvaluatedScalingMetric::of(f64::from(summary.new_parallelism)),
@@ -360,7 +361,7 @@ fn scaling_would_exceed_resource_quota(
         };
         has_group_info = true;
         let entry = groups.entry(group).or_insert((0, 0));
-        if let Some(summary) = summaries.get(vertex.id.as_str()) {
+        if let Some(summary) = summaries.get(&vertex.id) {
             entry.0 = entry.0.max(summary.current_parallelism);
             entry.1 = entry.1.max(summary.new_parallelism);
         }

@@ -44,9 +44,8 @@
 //! use autoscaler_core::ScalingSummary;
 //! use autoscaler_metrics::{
 //!     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
-//!     ShipStrategy, VertexId, VertexSpec,
+//!     ShipStrategy, VertexId, VertexMap, VertexSpec,
 //! };
-//! use std::collections::BTreeMap;
 //!
 //! let conf = Configuration::from_iter([
 //!     ("taskmanager.memory.process.size", "4 gb"),
@@ -61,7 +60,7 @@
 //! let mut evaluated = EvaluatedMetrics::default();
 //! evaluated.global.insert(ScalingMetric::HeapMemoryUsed, EvaluatedScalingMetric::avg(512.0 * 1048576.0));
 //! evaluated.global.insert(ScalingMetric::MetaspaceMemoryUsed, EvaluatedScalingMetric::avg(64.0 * 1048576.0));
-//! let summaries = BTreeMap::from([(
+//! let summaries = VertexMap::from([(
 //!     VertexId::new("sink"),
 //!     ScalingSummary { current_parallelism: 2, new_parallelism: 4, metrics: EvaluatedVertexMetrics::new() },
 //! )]);
