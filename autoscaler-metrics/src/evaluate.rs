@@ -91,7 +91,14 @@ pub(crate) fn evaluate_inner(
     let window = Window::read(topology, history);
     let processing_backlog = is_processing_backlog(topology, &window, config);
 
-    let mut evaluated = vec![EvaluatedVertexMetrics::new(); vertices.len()];
+    let mut evaluated = Evaluated {
+        rank: topology.id_rank(),
+        entries: topology
+            .id_order()
+            .iter()
+            .map(|&v| (vertices[v].id.clone(), EvaluatedVertexMetrics::new()))
+            .collect(),
+    };
     // The custom evaluator's view of the vertices evaluated so far, kept only when there is one.
     let mut in_progress = std::collections::BTreeMap::new();
     for &v in topology.topological_order() {
@@ -104,13 +111,32 @@ pub(crate) fn evaluate_inner(
     }
 
     Ok(EvaluatedMetrics {
-        vertices: topology
-            .id_order()
-            .iter()
-            .map(|&v| (vertices[v].id.clone(), evaluated[v]))
-            .collect(),
+        // Already in id order: the map takes the vector as it is.
+        vertices: crate::VertexMap::from(evaluated.entries),
         global: window.global.evaluate(),
     })
+}
+
+/// The evaluated metrics of every vertex, laid out in id order (the result map's order, so the
+/// large per-vertex maps are never moved once evaluated) and reached by topology index.
+struct Evaluated<'t> {
+    /// [`JobTopology::id_rank`].
+    rank: &'t [usize],
+    entries: Vec<(VertexId, EvaluatedVertexMetrics)>,
+}
+
+impl std::ops::Index<usize> for Evaluated<'_> {
+    type Output = EvaluatedVertexMetrics;
+
+    fn index(&self, v: usize) -> &EvaluatedVertexMetrics {
+        &self.entries[self.rank[v]].1
+    }
+}
+
+impl std::ops::IndexMut<usize> for Evaluated<'_> {
+    fn index_mut(&mut self, v: usize) -> &mut EvaluatedVertexMetrics {
+        &mut self.entries[self.rank[v]].1
+    }
 }
 
 /// The scale-up and scale-down rate thresholds of a vertex from its evaluated `TARGET_DATA_RATE`
@@ -379,7 +405,7 @@ fn is_processing_backlog(topology: &JobTopology, window: &Window<'_>, config: &E
 fn evaluate_vertex(
     topology: &JobTopology,
     window: &Window<'_>,
-    evaluated: &mut [EvaluatedVertexMetrics],
+    evaluated: &mut Evaluated<'_>,
     v: usize,
     processing_backlog: bool,
     config: &EvaluationConfig,
@@ -461,7 +487,7 @@ fn source_data_rates(
 fn propagated_data_rates(
     topology: &JobTopology,
     window: &Window<'_>,
-    evaluated: &[EvaluatedVertexMetrics],
+    evaluated: &Evaluated<'_>,
     v: usize,
 ) -> (f64, f64) {
     let mut target_rate = 0.0;

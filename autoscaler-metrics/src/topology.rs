@@ -268,6 +268,8 @@ struct Graph {
     topological_order: Vec<usize>,
     /// Vertex indices in id order.
     id_order: Vec<usize>,
+    /// The position of each vertex in `id_order`.
+    id_rank: Vec<usize>,
 }
 
 impl PartialEq for JobTopology {
@@ -341,12 +343,17 @@ impl JobTopology {
         let topological_order = kahn_order(&infos)?;
         let mut id_order: Vec<usize> = (0..infos.len()).collect();
         id_order.sort_unstable_by(|&a, &b| infos[a].id.cmp(&infos[b].id));
+        let mut id_rank = vec![0; infos.len()];
+        for (rank, &v) in id_order.iter().enumerate() {
+            id_rank[v] = rank;
+        }
         Ok(Self {
             graph: std::sync::Arc::new(Graph {
                 vertices: infos,
                 index,
                 topological_order,
                 id_order,
+                id_rank,
             }),
         })
     }
@@ -385,6 +392,11 @@ impl JobTopology {
     /// along it is built without sorting.
     pub fn id_order(&self) -> &[usize] {
         &self.graph.id_order
+    }
+
+    /// The position of each vertex (by index) in [`JobTopology::id_order`].
+    pub(crate) fn id_rank(&self) -> &[usize] {
+        &self.graph.id_rank
     }
 
     /// Indices of the vertices without inputs.

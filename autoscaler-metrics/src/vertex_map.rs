@@ -209,6 +209,14 @@ impl<V, const N: usize> From<[(VertexId, V); N]> for VertexMap<V> {
     }
 }
 
+impl<V> From<Vec<(VertexId, V)>> for VertexMap<V> {
+    /// The map of `entries`, taken as they are when already strictly ascending by id (else sorted,
+    /// the last of equal ids kept).
+    fn from(entries: Vec<(VertexId, V)>) -> Self {
+        Self::from_entries(entries)
+    }
+}
+
 impl<V> From<std::collections::BTreeMap<VertexId, V>> for VertexMap<V> {
     fn from(map: std::collections::BTreeMap<VertexId, V>) -> Self {
         Self {
