@@ -310,6 +310,8 @@ where
             Stage::Ready(evaluated) => (None, evaluated),
         };
         report_gauges(ctx, &evaluated);
+        // Shared with the store, which may keep it (the in-memory store does) without a copy.
+        let evaluated = Arc::new(evaluated);
         self.state_store
             .store_evaluated_metrics(ctx, &evaluated)
             .await

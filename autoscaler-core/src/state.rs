@@ -7,6 +7,7 @@ use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One past scaling decision of a vertex (the reference's `ScalingSummary`).
@@ -156,8 +157,9 @@ where
     /// Removes the collected metric history.
     async fn remove_collected_metrics(&self, ctx: &Ctx) -> StateResult<()>;
 
-    /// Stores the last evaluated metrics.
-    async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &EvaluatedMetrics) -> StateResult<()>;
+    /// Stores the last evaluated metrics. They come shared: a store that keeps them in memory, or
+    /// a wrapper that hands them on (to a metrics exporter, say), keeps the `Arc` instead of a copy.
+    async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &Arc<EvaluatedMetrics>) -> StateResult<()>;
     /// The last evaluated metrics, if stored.
     async fn get_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<Option<EvaluatedMetrics>>;
     /// Removes the evaluated metrics.

@@ -97,7 +97,7 @@ pub(crate) enum StateValue {
     ScalingHistory(ScalingHistory),
     ScalingTracking(ScalingTracking),
     CollectedMetrics(MetricHistory),
-    EvaluatedMetrics(Box<EvaluatedMetrics>),
+    EvaluatedMetrics(std::sync::Arc<EvaluatedMetrics>),
     ParallelismOverrides(ParallelismOverrides),
     ConfigOverrides(ConfigChanges),
     DelayedScaleDown(DelayedScaleDown),
@@ -157,7 +157,9 @@ impl StateValue {
             StateType::ScalingHistory => StateValue::ScalingHistory(decode_value(state_type, text)?),
             StateType::ScalingTracking => StateValue::ScalingTracking(decode_value(state_type, text)?),
             StateType::CollectedMetrics => StateValue::CollectedMetrics(decode_value(state_type, text)?),
-            StateType::EvaluatedMetrics => StateValue::EvaluatedMetrics(Box::new(decode_value(state_type, text)?)),
+            StateType::EvaluatedMetrics => {
+                StateValue::EvaluatedMetrics(std::sync::Arc::new(decode_value(state_type, text)?))
+            }
             StateType::ParallelismOverrides => StateValue::ParallelismOverrides(decode_value(state_type, text)?),
             StateType::ConfigOverrides => StateValue::ConfigOverrides(decode_value(state_type, text)?),
             StateType::DelayedScaleDown => StateValue::DelayedScaleDown(decode_value(state_type, text)?),

@@ -279,18 +279,18 @@ macro_rules! impl_state_store {
                 $inner.remove(&key, StateType::CollectedMetrics).await
             }
 
-            async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &EvaluatedMetrics) -> StateResult<()> {
+            async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &Arc<EvaluatedMetrics>) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::EvaluatedMetrics(Box::new(metrics.clone())))
+                    .put(&key, StateValue::EvaluatedMetrics(Arc::clone(metrics)))
                     .await
             }
             async fn get_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<Option<EvaluatedMetrics>> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 Ok(match $inner.get(&key, StateType::EvaluatedMetrics).await? {
-                    Some(StateValue::EvaluatedMetrics(v)) => Some(*v),
+                    Some(StateValue::EvaluatedMetrics(v)) => Some(Arc::unwrap_or_clone(v)),
                     _ => None,
                 })
             }

@@ -88,7 +88,7 @@ async fn consistent_version(store: &AnyStateStore, c: &Ctx) -> Option<u32> {
     );
     assert_eq!(
         json(&store.get_evaluated_metrics(c).await.unwrap()),
-        json(&Some(&s.evaluated)),
+        json(&Some(&*s.evaluated)),
         "{key}"
     );
     assert_eq!(

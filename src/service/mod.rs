@@ -185,9 +185,9 @@ impl AutoScalerStateStore<String, Ctx> for ObservedStateStore {
         self.inner.remove_delayed_scale_down(ctx).await
     }
 
-    async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &EvaluatedMetrics) -> StateResult<()> {
+    async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &Arc<EvaluatedMetrics>) -> StateResult<()> {
         if let Some(series) = self.metrics.get(&ctx.labels.job_key) {
-            series.set_evaluation(Arc::new(metrics.clone()));
+            series.set_evaluation(Arc::clone(metrics));
         }
         self.inner.store_evaluated_metrics(ctx, metrics).await
     }

@@ -370,7 +370,7 @@ pub struct Sample {
     pub history: ScalingHistory,
     pub tracking: ScalingTracking,
     pub metrics: MetricHistory,
-    pub evaluated: EvaluatedMetrics,
+    pub evaluated: std::sync::Arc<EvaluatedMetrics>,
     pub overrides: ParallelismOverrides,
     pub changes: ConfigChanges,
     pub delayed: DelayedScaleDown,
@@ -455,7 +455,7 @@ pub fn sample(version: u32) -> Sample {
         history,
         tracking,
         metrics: metric_history(version, 3),
-        evaluated,
+        evaluated: std::sync::Arc::new(evaluated),
         overrides,
         changes,
         delayed,
@@ -533,7 +533,7 @@ pub async fn assert_all(store: &autoscaler_state::AnyStateStore, c: &Ctx, s: &Sa
     );
     assert_eq!(
         json(&store.get_evaluated_metrics(c).await.unwrap()),
-        json(&Some(&s.evaluated)),
+        json(&Some(&*s.evaluated)),
         "{key}"
     );
     assert_eq!(store.get_parallelism_overrides(c).await.unwrap(), s.overrides, "{key}");
