@@ -149,9 +149,10 @@ pub(crate) enum Database {
 /// The statements, with the dialect's placeholders.
 #[derive(Debug)]
 pub(crate) struct Statements {
+    dialect: Dialect,
     load_states: String,
-    upsert_state: String,
-    delete_state: String,
+    /// The upsert of one row, with `?` placeholders ([`Statements::upsert_rows`] repeats its row).
+    upsert_state_template: &'static str,
     lock_window_index: String,
     read_window_index: String,
     delete_window_rows: String,
@@ -194,9 +195,9 @@ impl Statements {
         };
         let p = |sql: &str| placeholders(dialect, sql);
         Statements {
+            dialect,
+            upsert_state_template: upsert_state,
             load_states: p("SELECT state_type, state_value FROM t_flink_autoscaler_state_store WHERE job_key = ?"),
-            upsert_state: p(upsert_state),
-            delete_state: p("DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?"),
             // Creates or locks the job's window index row, changing nothing: whoever writes a
             // job's window holds this row first, so two writers of one job take turns.
             lock_window_index: p(lock_window_index),
@@ -219,6 +220,33 @@ impl Statements {
             ),
             delete_events_before: p("DELETE FROM t_flink_autoscaler_event_handler WHERE create_time < ?"),
         }
+    }
+}
+
+/// The most rows one batched statement writes or deletes: far below every driver's limit on bound
+/// parameters (SQLite's 32,766, PostgreSQL's and MySQL's 65,535) at five a row.
+const MAX_BATCH_ROWS: usize = 200;
+
+/// One row of the state table to write: (`state_type`, value).
+type StateRow<'a> = (&'a str, &'a str);
+
+impl Statements {
+    /// The upsert of `rows` rows in one statement (each row binds create time, update time, job
+    /// key, state type and value, in that order).
+    fn upsert_rows(&self, rows: usize) -> String {
+        const ROW: &str = "(?, ?, ?, ?, ?)";
+        let tuples = vec![ROW; rows.max(1)].join(", ");
+        placeholders(self.dialect, &self.upsert_state_template.replacen(ROW, &tuples, 1))
+    }
+
+    /// The deletion of the job's rows of `rows` state types in one statement (binding the job key,
+    /// then the state types).
+    fn delete_rows(&self, rows: usize) -> String {
+        let list = vec!["?"; rows.max(1)].join(", ");
+        placeholders(
+            self.dialect,
+            &format!("DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type IN ({list})"),
+        )
     }
 }
 
@@ -516,7 +544,6 @@ impl Db {
     ) -> Result<Result<(), StateError>, sqlx::Error> {
         let now = Utc::now();
         let statements = &self.statements;
-        let (upsert, delete) = (statements.upsert_state.as_str(), statements.delete_state.as_str());
         with_pool!(&self.database, pool => {
             let mut conn = pool.acquire().await?;
             let mut tx = conn.begin().await?;
@@ -532,11 +559,18 @@ impl Db {
                     .execute(&mut *tx)
                     .await?;
             }
+            // Every row written and deleted, each in one batched statement (a round trip to the
+            // database costs more than the rows): the window's rows first, then its index, then the
+            // other states in state type order; deletions after.
+            let mut upserts: Vec<StateRow<'_>> = Vec::new();
+            let mut deletes: Vec<&str> = Vec::new();
+            // Rows re-encoded for a whole-window write; they outlive the statements binding them.
+            let rewritten;
             match &writes.window {
                 None => {}
                 Some(WindowWrite::Remove) => {
                     sqlx::query(&statements.delete_window_rows).bind(job_key).execute(&mut *tx).await?;
-                    sqlx::query(delete).bind(job_key).bind(WINDOW_INDEX).execute(&mut *tx).await?;
+                    deletes.push(WINDOW_INDEX);
                 }
                 Some(WindowWrite::Store { expected_index, new_index, added, trimmed, all }) => {
                     let (current,): (String,) = sqlx::query_as(&statements.read_window_index)
@@ -547,43 +581,38 @@ impl Db {
                     // The rows are what this process last saw only if the index is.
                     let known = expected_index.as_deref().is_some_and(|expected| expected == current);
                     if known {
-                        for (identifier, value) in added {
-                            sqlx::query(upsert).bind(now).bind(now).bind(job_key).bind(identifier.as_str())
-                                .bind(value.as_str()).execute(&mut *tx).await?;
-                        }
-                        for identifier in trimmed {
-                            sqlx::query(delete).bind(job_key).bind(identifier.as_str()).execute(&mut *tx).await?;
-                        }
+                        upserts.extend(added.iter().map(|(identifier, value)| (identifier.as_str(), value.as_str())));
+                        deletes.extend(trimmed.iter().map(String::as_str));
                     } else {
                         // Another writer (or an earlier release) left rows this process does not
                         // know: the whole window is written again.
-                        let rows = match all() {
+                        rewritten = match all() {
                             Ok(rows) => rows,
                             Err(encoding) => return Ok(Err(encoding)),
                         };
                         sqlx::query(&statements.delete_window_rows).bind(job_key).execute(&mut *tx).await?;
-                        for (identifier, value) in &rows {
-                            sqlx::query(upsert).bind(now).bind(now).bind(job_key).bind(identifier.as_str())
-                                .bind(value.as_str()).execute(&mut *tx).await?;
-                        }
+                        upserts.extend(rewritten.iter().map(|(identifier, value)| (identifier.as_str(), value.as_str())));
                     }
-                    sqlx::query(upsert).bind(now).bind(now).bind(job_key).bind(WINDOW_INDEX)
-                        .bind(new_index.as_str()).execute(&mut *tx).await?;
+                    upserts.push((WINDOW_INDEX, new_index.as_str()));
                 }
             }
-            // Rows in a fixed (state type) order, for the same reason.
-            for (identifier, value) in &writes.upserts {
-                sqlx::query(upsert)
-                    .bind(now)
-                    .bind(now)
-                    .bind(job_key)
-                    .bind(*identifier)
-                    .bind(value.as_str())
-                    .execute(&mut *tx)
-                    .await?;
+            upserts.extend(writes.upserts.iter().map(|(identifier, value)| (*identifier, value.as_str())));
+            deletes.extend(writes.deletes.iter().copied());
+            for rows in upserts.chunks(MAX_BATCH_ROWS) {
+                let sql = statements.upsert_rows(rows.len());
+                let mut query = sqlx::query(&sql);
+                for &(identifier, value) in rows {
+                    query = query.bind(now).bind(now).bind(job_key).bind(identifier).bind(value);
+                }
+                query.execute(&mut *tx).await?;
             }
-            for identifier in &writes.deletes {
-                sqlx::query(delete).bind(job_key).bind(*identifier).execute(&mut *tx).await?;
+            for rows in deletes.chunks(MAX_BATCH_ROWS) {
+                let sql = statements.delete_rows(rows.len());
+                let mut query = sqlx::query(&sql).bind(job_key);
+                for &identifier in rows {
+                    query = query.bind(identifier);
+                }
+                query.execute(&mut *tx).await?;
             }
             tx.commit().await.map(Ok)
         })
@@ -734,5 +763,29 @@ mod tests {
     fn postgres_placeholders_are_numbered() {
         assert_eq!(placeholders(Dialect::Postgres, "a = ? AND b = ?"), "a = $1 AND b = $2");
         assert_eq!(placeholders(Dialect::MySql, "a = ?"), "a = ?");
+    }
+
+    #[test]
+    fn batched_statements_bind_five_values_a_row_and_one_a_deleted_type() {
+        let pg = Statements::new(Dialect::Postgres);
+        let upsert = pg.upsert_rows(2);
+        assert!(
+            upsert.contains("VALUES ($1, $2, $3, $4, $5), ($6, $7, $8, $9, $10) ON CONFLICT"),
+            "{upsert}"
+        );
+        assert_eq!(
+            pg.delete_rows(3),
+            "DELETE FROM t_flink_autoscaler_state_store WHERE job_key = $1 AND state_type IN ($2, $3, $4)"
+        );
+        let mysql = Statements::new(Dialect::MySql).upsert_rows(3);
+        assert_eq!(mysql.matches("(?, ?, ?, ?, ?)").count(), 3, "{mysql}");
+        assert!(
+            mysql.ends_with(
+                "ON DUPLICATE KEY UPDATE update_time = VALUES(update_time), state_value = VALUES(state_value)"
+            )
+        );
+        let sqlite = Statements::new(Dialect::Sqlite);
+        assert_eq!(sqlite.upsert_rows(1).matches('?').count(), 5);
+        assert_eq!(sqlite.delete_rows(1).matches('?').count(), 2);
     }
 }

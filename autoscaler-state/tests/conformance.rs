@@ -382,6 +382,31 @@ async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
 }
 per_backend!(a_flush_writes_only_the_new_snapshot);
 
+// Writes and deletions go in batches of a bounded size: a flush that adds and trims more
+// snapshots than one batch holds stores exactly the new window.
+async fn flushes_larger_than_a_batch_store_the_exact_window(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job");
+    let window = wide_history(450, 2);
+    store.store_collected_metrics(&c, &window).await.unwrap();
+    store.flush(&c).await.unwrap();
+    // 430 snapshots trimmed, 230 added.
+    let mut next = wide_history(680, 2);
+    next.remove_before(common::t(4300));
+    store.store_collected_metrics(&c, &next).await.unwrap();
+    store.flush(&c).await.unwrap();
+    assert_eq!(json(&store.get_collected_metrics(&c).await.unwrap()), json(&next));
+    if db.persistent() {
+        assert_eq!(
+            json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+            json(&next)
+        );
+        // 250 snapshot rows and the index.
+        assert_eq!(db.state_rows("job").await.len(), 250 + 1);
+    }
+}
+per_backend!(flushes_larger_than_a_batch_store_the_exact_window);
+
 // A job whose window an earlier release stored as one `collectedMetrics` row (the format-v1
 // fixture) loads it, and its next flush replaces that row by one row per snapshot.
 async fn a_whole_window_row_is_migrated_to_snapshot_rows(db: &TestDb) {
