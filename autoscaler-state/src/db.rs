@@ -154,6 +154,8 @@ pub(crate) struct Statements {
     /// The upsert of one row, with `?` placeholders ([`Statements::upsert_rows`] repeats its row).
     upsert_state_template: &'static str,
     lock_window_index: String,
+    /// Whether [`Statements::lock_window_index`] returns the index's value (else it is read after).
+    lock_returns_index: bool,
     read_window_index: String,
     delete_window_rows: String,
     insert_event: String,
@@ -181,11 +183,12 @@ impl Statements {
             }
         };
         let lock_window_index = match dialect {
+            // Returning the row's value: the lock and the read of the index in one round trip.
             Dialect::Sqlite | Dialect::Postgres => {
                 "INSERT INTO t_flink_autoscaler_state_store \
                  (create_time, update_time, job_key, state_type, state_value) VALUES (?, ?, ?, ?, '') \
                  ON CONFLICT (job_key, state_type) DO UPDATE \
-                 SET state_value = t_flink_autoscaler_state_store.state_value"
+                 SET state_value = t_flink_autoscaler_state_store.state_value RETURNING state_value"
             }
             Dialect::MySql => {
                 "INSERT INTO t_flink_autoscaler_state_store \
@@ -201,6 +204,7 @@ impl Statements {
             // Creates or locks the job's window index row, changing nothing: whoever writes a
             // job's window holds this row first, so two writers of one job take turns.
             lock_window_index: p(lock_window_index),
+            lock_returns_index: dialect != Dialect::MySql,
             read_window_index: p(
                 "SELECT state_value FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?",
             ),
@@ -406,7 +410,9 @@ impl Db {
                         .max_lifetime(None)
                 } else {
                     SqlitePoolOptions::new().max_connections(options.max_connections)
-                };
+                }
+                // An embedded database drops no connection: no ping on every acquire.
+                .test_before_acquire(false);
                 let pool = pool_options
                     .acquire_timeout(options.acquire_timeout)
                     .connect_with(connect)
@@ -550,14 +556,18 @@ impl Db {
             // The window first, its index row before anything else, so two writers of the same
             // job lock rows in the same order (index, then state types in order) and cannot
             // deadlock each other.
+            let mut locked_index = None;
             if writes.window.is_some() {
-                sqlx::query(&statements.lock_window_index)
+                let lock = sqlx::query(&statements.lock_window_index)
                     .bind(now)
                     .bind(now)
                     .bind(job_key)
-                    .bind(WINDOW_INDEX)
-                    .execute(&mut *tx)
-                    .await?;
+                    .bind(WINDOW_INDEX);
+                if statements.lock_returns_index {
+                    locked_index = Some(lock.fetch_one(&mut *tx).await?.try_get::<String, _>(0)?);
+                } else {
+                    lock.execute(&mut *tx).await?;
+                }
             }
             // Every row written and deleted, each in one batched statement (a round trip to the
             // database costs more than the rows): the window's rows first, then its index, then the
@@ -573,11 +583,17 @@ impl Db {
                     deletes.push(WINDOW_INDEX);
                 }
                 Some(WindowWrite::Store { expected_index, new_index, added, trimmed, all }) => {
-                    let (current,): (String,) = sqlx::query_as(&statements.read_window_index)
-                        .bind(job_key)
-                        .bind(WINDOW_INDEX)
-                        .fetch_one(&mut *tx)
-                        .await?;
+                    let current = match locked_index.take() {
+                        Some(current) => current,
+                        None => {
+                            let (current,): (String,) = sqlx::query_as(&statements.read_window_index)
+                                .bind(job_key)
+                                .bind(WINDOW_INDEX)
+                                .fetch_one(&mut *tx)
+                                .await?;
+                            current
+                        }
+                    };
                     // The rows are what this process last saw only if the index is.
                     let known = expected_index.as_deref().is_some_and(|expected| expected == current);
                     if known {
