@@ -31,9 +31,11 @@ use crate::scaling::{
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
     trim_scaling_tracking,
 };
-use crate::state::{ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking};
+use crate::state::{
+    ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingSummary, ScalingTracking,
+};
 use autoscaler_metrics::{
-    CollectedMetrics, EvaluatedMetrics, JobTopology, MetricHistory, MetricsError, ScalingMetric, VertexId,
+    CollectedMetrics, EvaluatedMetrics, JobTopology, MetricHistory, MetricsError, ScalingMetric, VertexId, VertexMap,
     WindowStatus, voids_history, window_and_trim,
 };
 use chrono::{DateTime, Utc};
@@ -422,16 +424,7 @@ fn conclude_with<E>(
             options,
         );
         state.scaling_history = history;
-        state.parallelism_overrides = facts
-            .evaluated
-            .vertices
-            .keys()
-            .filter_map(|id| {
-                let current = facts.topology.get(id.as_str())?.parallelism.get();
-                let new = decision.summaries.get(id).map_or(current, |s| s.new_parallelism);
-                Some((id.clone(), new))
-            })
-            .collect();
+        state.parallelism_overrides = scaled_overrides(facts.topology, facts.evaluated, &decision.summaries);
         changes.scaling_history = true;
         changes.scaling_tracking = true;
         changes.parallelism_overrides = true;
@@ -444,6 +437,32 @@ fn conclude_with<E>(
         changes.delayed_scale_down = true;
     }
     Ok(decision)
+}
+
+/// The overrides of an executed scaling: every evaluated vertex of the topology at its new
+/// parallelism, or at its current one when it does not change. The three lists are all in id
+/// order, so this is one merge of them, without a lookup per vertex.
+fn scaled_overrides(
+    topology: &JobTopology,
+    evaluated: &EvaluatedMetrics,
+    summaries: &VertexMap<ScalingSummary>,
+) -> ParallelismOverrides {
+    let vertices = topology.vertices();
+    let mut in_topology = topology.id_order().iter().map(|&i| &vertices[i]).peekable();
+    let mut summaries = summaries.iter().peekable();
+    let mut overrides = Vec::with_capacity(evaluated.vertices.len());
+    for id in evaluated.vertices.keys() {
+        while in_topology.next_if(|v| v.id < *id).is_some() {}
+        let Some(info) = in_topology.next_if(|v| v.id == *id) else {
+            continue;
+        };
+        while summaries.next_if(|(s, _)| *s < id).is_some() {}
+        let new = summaries
+            .next_if(|(s, _)| *s == id)
+            .map_or(info.parallelism.get(), |(_, s)| s.new_parallelism);
+        overrides.push((id.clone(), new));
+    }
+    ParallelismOverrides::from(overrides)
 }
 
 #[cfg(test)]
@@ -548,6 +567,38 @@ mod tests {
             .into(),
             global_metrics: MetricValues::new(),
         }
+    }
+
+    #[test]
+    fn scaled_overrides_cover_the_evaluated_vertices_of_the_topology() {
+        // Declared out of id order; `x` is evaluated but not in the graph, `b` in the graph but not
+        // evaluated, `y` summarized but neither.
+        let topology = JobTopology::new(
+            vec![
+                VertexSpec::new("c", 2, 128),
+                VertexSpec::new("a", 1, 128),
+                VertexSpec::new("b", 3, 128),
+            ],
+            vec![],
+        )
+        .expect("valid topology");
+        let evaluated = EvaluatedMetrics {
+            vertices: ["a", "c", "x"]
+                .map(|id| (VertexId::new(id), EvaluatedVertexMetrics::new()))
+                .into(),
+            global: EvaluatedVertexMetrics::new(),
+        };
+        let summary = |new| ScalingSummary {
+            current_parallelism: 2,
+            new_parallelism: new,
+            metrics: EvaluatedVertexMetrics::new(),
+        };
+        let summaries = VertexMap::from([(VertexId::new("c"), summary(5)), (VertexId::new("y"), summary(7))]);
+        let overrides = scaled_overrides(&topology, &evaluated, &summaries);
+        assert_eq!(
+            overrides.iter().map(|(id, p)| (id.as_str(), *p)).collect::<Vec<_>>(),
+            [("a", 1), ("c", 5)]
+        );
     }
 
     #[test]

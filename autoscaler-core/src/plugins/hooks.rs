@@ -32,6 +32,10 @@ pub(crate) trait DecisionHooks {
         task_manager_memory: Option<u64>,
     ) -> Result<bool, Self::Error>;
 
+    /// Whether any scaling executor is configured: without one the chain approves the summaries
+    /// as they are, so the decision need not hand it a copy.
+    fn has_executors(&self) -> bool;
+
     /// The scaling executor chain's verdict on `summaries`, with memory tuning's `config_changes`.
     fn run_executor_chain(
         &self,
@@ -64,6 +68,10 @@ impl DecisionHooks for NoPlugins {
         _: Option<u64>,
     ) -> Result<bool, Infallible> {
         Ok(false)
+    }
+
+    fn has_executors(&self) -> bool {
+        false
     }
 
     fn run_executor_chain(
@@ -107,6 +115,10 @@ impl DecisionHooks for ResolvedPlugins {
             task_manager_memory,
             input.options.task_slots_per_task_manager,
         )
+    }
+
+    fn has_executors(&self) -> bool {
+        !self.executors().is_empty()
     }
 
     fn run_executor_chain(

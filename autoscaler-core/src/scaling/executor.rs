@@ -194,17 +194,19 @@ fn decide_inner<P: DecisionHooks>(
         return Ok(decision);
     }
 
-    let no_changes = ConfigChanges::default();
-    let config_changes = decision.memory_tuning.as_ref().map_or(&no_changes, |t| &t.changes);
-    match plugins.run_executor_chain(input, decision.summaries.clone(), config_changes)? {
-        ChainOutcome::Vetoed { instance, class } => {
-            decision
-                .events
-                .push(report::scaling_vetoed_event(&instance, &class, options));
-            decision.outcome = DecisionOutcome::Blocked(BlockReason::Vetoed);
-            return Ok(decision);
+    if plugins.has_executors() {
+        let no_changes = ConfigChanges::default();
+        let config_changes = decision.memory_tuning.as_ref().map_or(&no_changes, |t| &t.changes);
+        match plugins.run_executor_chain(input, decision.summaries.clone(), config_changes)? {
+            ChainOutcome::Vetoed { instance, class } => {
+                decision
+                    .events
+                    .push(report::scaling_vetoed_event(&instance, &class, options));
+                decision.outcome = DecisionOutcome::Blocked(BlockReason::Vetoed);
+                return Ok(decision);
+            }
+            ChainOutcome::Approved(summaries) => adopt_executor_summaries(&mut decision, summaries),
         }
-        ChainOutcome::Approved(summaries) => adopt_executor_summaries(&mut decision, summaries),
     }
 
     decision.events.push(report::scaling_report_event(
