@@ -21,10 +21,18 @@ pub fn trim_scaling_history(
     history
         .iter()
         .filter_map(|(vertex, entries)| {
-            let kept: Vec<(&DateTime<Utc>, &ScalingSummary)> = entries.range(cutoff..).collect();
-            let skip = kept.len().saturating_sub(options.history_max_count);
-            let kept: BTreeMap<DateTime<Utc>, ScalingSummary> =
-                kept.into_iter().skip(skip).map(|(t, s)| (*t, s.clone())).collect();
+            let recent = entries.range(cutoff..).count();
+            let skip = recent.saturating_sub(options.history_max_count);
+            let kept: BTreeMap<DateTime<Utc>, ScalingSummary> = if recent == entries.len() && skip == 0 {
+                // Nothing of the vertex is trimmed (the usual case): a plain clone, no rebuild.
+                entries.clone()
+            } else {
+                entries
+                    .range(cutoff..)
+                    .skip(skip)
+                    .map(|(t, s)| (*t, s.clone()))
+                    .collect()
+            };
             (!kept.is_empty()).then(|| (vertex.clone(), kept))
         })
         .collect()
@@ -187,6 +195,38 @@ mod tests {
         let trimmed = trim_scaling_history(&history, at(110), &options(2, 100));
         assert_eq!(trimmed.len(), 1);
         assert_eq!(trimmed["a"].keys().copied().collect::<Vec<_>>(), [at(20), at(30)]);
+    }
+
+    proptest::proptest! {
+        /// Whatever the entries, the trim keeps per vertex exactly the newest `count` entries at or
+        /// after `now - age`, and drops vertices left empty (a model of the reference's rule).
+        #[test]
+        fn history_trimming_keeps_the_newest_recent_entries(
+            vertices in proptest::collection::vec(proptest::collection::btree_set(0i64..200, 0..8), 0..5),
+            count in 0usize..6,
+            age in 0u64..150,
+        ) {
+            let history: ScalingHistory = vertices
+                .iter()
+                .enumerate()
+                .map(|(i, times)| {
+                    (VertexId::new(format!("v{i}")), times.iter().map(|&t| (at(t), summary(1, 2))).collect())
+                })
+                .collect();
+            let trimmed = trim_scaling_history(&history, at(200), &options(count, age));
+            let cutoff = 200 - age as i64;
+            for (i, times) in vertices.iter().enumerate() {
+                let recent: Vec<i64> = times.iter().copied().filter(|&t| t >= cutoff).collect();
+                let expected: Vec<DateTime<Utc>> =
+                    recent[recent.len().saturating_sub(count)..].iter().map(|&t| at(t)).collect();
+                let kept: Vec<DateTime<Utc>> = trimmed
+                    .get(format!("v{i}").as_str())
+                    .map(|entries| entries.keys().copied().collect())
+                    .unwrap_or_default();
+                proptest::prop_assert_eq!(kept, expected);
+            }
+            proptest::prop_assert!(trimmed.values().all(|entries| !entries.is_empty()));
+        }
     }
 
     #[test]
