@@ -3,8 +3,7 @@
 use crate::context::JobAutoScalerContext;
 use crate::state::ScalingSummary;
 use async_trait::async_trait;
-use autoscaler_metrics::VertexMap;
-use autoscaler_metrics::{ScalingMetric, java};
+use autoscaler_metrics::{ScalingMetric, VertexMap, java};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;

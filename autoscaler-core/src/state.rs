@@ -2,8 +2,7 @@
 
 use crate::context::JobAutoScalerContext;
 use async_trait::async_trait;
-use autoscaler_metrics::VertexMap;
-use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory, VertexId};
+use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory, VertexId, VertexMap};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -4,8 +4,7 @@
 use super::{PluginConfig, PluginError, Resolved};
 use crate::config::AutoScalerOptions;
 use crate::state::{ConfigChanges, ScalingSummary};
-use autoscaler_metrics::VertexMap;
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology};
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexMap};
 use chrono::{DateTime, Utc};
 
 /// The proposed changes of one scaling, per vertex.

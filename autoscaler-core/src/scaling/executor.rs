@@ -10,9 +10,9 @@ use super::{
 use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
 use crate::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
 use crate::tuning::{self, TuningInput};
-use autoscaler_metrics::VertexMap;
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexInfo,
+    VertexMap,
 };
 use std::collections::{BTreeMap, BTreeSet};
 

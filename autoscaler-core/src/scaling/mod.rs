@@ -53,8 +53,7 @@ pub use history::{
 use crate::config::AutoScalerOptions;
 use crate::event::EventType;
 use crate::state::{ScalingHistory, ScalingSummary};
-use autoscaler_metrics::VertexMap;
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology};
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexMap};
 use chrono::{DateTime, Utc};
 use std::fmt;
 use std::time::Duration;

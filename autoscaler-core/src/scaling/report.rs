@@ -8,8 +8,7 @@ use crate::event::{
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, scaling_report,
 };
 use crate::state::ScalingSummary;
-use autoscaler_metrics::VertexMap;
-use autoscaler_metrics::{VertexId, java};
+use autoscaler_metrics::{VertexId, VertexMap, java};
 
 /// Reason of the memory pressure event.
 pub(crate) const MEMORY_PRESSURE_REASON: &str = "MemoryPressure";

@@ -94,8 +94,7 @@ use crate::config::Configuration;
 use crate::event::EventType;
 use crate::scaling::CycleEvent;
 use crate::state::{ConfigChanges, ScalingSummary};
-use autoscaler_metrics::VertexMap;
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, ShipStrategy};
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, ShipStrategy, VertexMap};
 
 /// Reason of the recommendation event.
 pub const CONFIGURATION_RECOMMENDATION_REASON: &str = "Configuration recommendation";

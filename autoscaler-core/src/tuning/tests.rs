@@ -2,8 +2,7 @@
 //! `MemoryTuningTest.testMemoryTuning`, re-derived by hand below.
 
 use super::*;
-use autoscaler_metrics::VertexMap;
-use autoscaler_metrics::{EdgeSpec, EvaluatedScalingMetric, EvaluatedVertexMetrics, VertexId, VertexSpec};
+use autoscaler_metrics::{EdgeSpec, EvaluatedScalingMetric, EvaluatedVertexMetrics, VertexId, VertexMap, VertexSpec};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
