@@ -179,57 +179,15 @@ where
 
     /// Reads every stored state of the job once.
     async fn load_state(&self, ctx: &Ctx) -> Result<JobState, AutoscalerError> {
-        let store = &self.state_store;
-        Ok(JobState {
-            metric_history: store.get_collected_metrics(ctx).await.map_err(state_error)?,
-            scaling_history: store.get_scaling_history(ctx).await.map_err(state_error)?,
-            scaling_tracking: store.get_scaling_tracking(ctx).await.map_err(state_error)?,
-            delayed_scale_down: store.get_delayed_scale_down(ctx).await.map_err(state_error)?,
-            parallelism_overrides: store.get_parallelism_overrides(ctx).await.map_err(state_error)?,
-            config_changes: store.get_config_changes(ctx).await.map_err(state_error)?,
-        })
+        self.state_store.get_job_state(ctx).await.map_err(state_error)
     }
 
     /// Writes back the parts of `state` the cycle changed.
     async fn persist(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> Result<(), AutoscalerError> {
-        let store = &self.state_store;
-        if changes.metric_history {
-            store
-                .store_collected_metrics(ctx, &state.metric_history)
-                .await
-                .map_err(state_error)?;
-        }
-        if changes.scaling_history {
-            store
-                .store_scaling_history(ctx, &state.scaling_history)
-                .await
-                .map_err(state_error)?;
-        }
-        if changes.scaling_tracking {
-            store
-                .store_scaling_tracking(ctx, &state.scaling_tracking)
-                .await
-                .map_err(state_error)?;
-        }
-        if changes.parallelism_overrides {
-            store
-                .store_parallelism_overrides(ctx, &state.parallelism_overrides)
-                .await
-                .map_err(state_error)?;
-        }
-        if changes.config_changes {
-            store
-                .store_config_changes(ctx, &state.config_changes)
-                .await
-                .map_err(state_error)?;
-        }
-        if changes.delayed_scale_down {
-            store
-                .store_delayed_scale_down(ctx, &state.delayed_scale_down)
-                .await
-                .map_err(state_error)?;
-        }
-        Ok(())
+        self.state_store
+            .store_job_state(ctx, state, changes)
+            .await
+            .map_err(state_error)
     }
 
     async fn run_cycle_inner(&self, ctx: &Ctx, end: &mut CycleEnd) -> Result<CycleOutcome, AutoscalerError> {

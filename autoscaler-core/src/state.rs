@@ -1,6 +1,7 @@
 //! The autoscaler's persistent per-job state and the [`AutoScalerStateStore`] trait.
 
 use crate::context::JobAutoScalerContext;
+use crate::cycle::{JobState, StateChanges};
 use async_trait::async_trait;
 use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory, VertexId, VertexMap};
 use chrono::{DateTime, Utc};
@@ -184,6 +185,46 @@ where
     async fn get_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<DelayedScaleDown>;
     /// Removes the delayed scale-down state.
     async fn remove_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<()>;
+
+    /// Every state a cycle reads, in one call: the collected metrics, the scaling history and
+    /// tracking, the delayed scale-down state, the parallelism overrides and the configuration
+    /// changes. The default calls the six getters; a store that can answers under one lock.
+    async fn get_job_state(&self, ctx: &Ctx) -> StateResult<JobState> {
+        Ok(JobState {
+            metric_history: self.get_collected_metrics(ctx).await?,
+            scaling_history: self.get_scaling_history(ctx).await?,
+            scaling_tracking: self.get_scaling_tracking(ctx).await?,
+            delayed_scale_down: self.get_delayed_scale_down(ctx).await?,
+            parallelism_overrides: self.get_parallelism_overrides(ctx).await?,
+            config_changes: self.get_config_changes(ctx).await?,
+        })
+    }
+
+    /// Stores the parts of `state` that `changes` marks, in one call (nothing else is written).
+    /// The default calls the matching `store_*` of each part; a store that can writes them under
+    /// one lock. Like every write, they are persisted by the next [`flush`](Self::flush).
+    async fn store_job_state(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> StateResult<()> {
+        if changes.metric_history {
+            self.store_collected_metrics(ctx, &state.metric_history).await?;
+        }
+        if changes.scaling_history {
+            self.store_scaling_history(ctx, &state.scaling_history).await?;
+        }
+        if changes.scaling_tracking {
+            self.store_scaling_tracking(ctx, &state.scaling_tracking).await?;
+        }
+        if changes.parallelism_overrides {
+            self.store_parallelism_overrides(ctx, &state.parallelism_overrides)
+                .await?;
+        }
+        if changes.config_changes {
+            self.store_config_changes(ctx, &state.config_changes).await?;
+        }
+        if changes.delayed_scale_down {
+            self.store_delayed_scale_down(ctx, &state.delayed_scale_down).await?;
+        }
+        Ok(())
+    }
 
     /// Removes every state of the job.
     async fn clear_all(&self, ctx: &Ctx) -> StateResult<()>;

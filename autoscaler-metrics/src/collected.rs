@@ -36,10 +36,14 @@ impl CollectedMetrics {
 /// Each snapshot also gets a dense digest of the few metrics the window statistics read when it
 /// is added (once: the digest is shared as the snapshot is), so that evaluating a window reads
 /// contiguous columns rather than every snapshot's map.
+///
+/// A clone is one reference count: clones share the list of samples until one of them changes
+/// it, which then copies the list (the samples' pointers, not the snapshots). A store that keeps
+/// the window and a cycle that reads it hold one list between them.
 #[derive(Debug, Clone, Default)]
 pub struct MetricHistory {
     /// Strictly increasing by instant.
-    samples: Vec<Sample>,
+    samples: Arc<Vec<Sample>>,
 }
 
 /// One snapshot of a history and its digest.
@@ -67,11 +71,12 @@ impl Sample {
 impl PartialEq for MetricHistory {
     /// Equal instants and equal snapshots (the digests follow from the snapshots).
     fn eq(&self, other: &Self) -> bool {
-        self.samples.len() == other.samples.len()
+        Arc::ptr_eq(&self.samples, &other.samples)
+            || self.samples.len() == other.samples.len()
             && self
                 .samples
                 .iter()
-                .zip(&other.samples)
+                .zip(other.samples.iter())
                 .all(|(a, b)| a.at == b.at && (Arc::ptr_eq(&a.snapshot, &b.snapshot) || a.snapshot == b.snapshot))
     }
 }
@@ -82,14 +87,27 @@ impl MetricHistory {
         Self::default()
     }
 
+    /// The samples to change, copied first (with room for `extra` more) if another history
+    /// shares them.
+    fn samples_mut(&mut self, extra: usize) -> &mut Vec<Sample> {
+        if Arc::get_mut(&mut self.samples).is_none() {
+            let mut owned = Vec::with_capacity(self.samples.len() + extra);
+            owned.extend(self.samples.iter().cloned());
+            self.samples = Arc::new(owned);
+        }
+        // Unique now, so this does not copy again.
+        Arc::make_mut(&mut self.samples)
+    }
+
     /// Puts `snapshot` at `at`, replacing a snapshot at the same instant (as the reference's map put).
     pub fn insert(&mut self, at: DateTime<Utc>, snapshot: CollectedMetrics) {
         let position = self.samples.partition_point(|s| s.at < at);
         let before = position.checked_sub(1).and_then(|p| self.samples.get(p));
         let sample = Sample::new(at, snapshot, before);
-        match self.samples.get_mut(position) {
+        let samples = self.samples_mut(1);
+        match samples.get_mut(position) {
             Some(slot) if slot.at == at => *slot = sample,
-            _ => self.samples.insert(position, sample),
+            _ => samples.insert(position, sample),
         }
     }
 
@@ -101,7 +119,7 @@ impl MetricHistory {
             return Err(MetricsError::OutOfOrderSnapshot { at, latest });
         }
         let sample = Sample::new(at, snapshot, self.samples.last());
-        self.samples.push(sample);
+        self.samples_mut(1).push(sample);
         Ok(())
     }
 
@@ -152,13 +170,15 @@ impl MetricHistory {
 
     /// Removes every snapshot.
     pub fn clear(&mut self) {
-        self.samples.clear();
+        self.samples = Arc::default();
     }
 
     /// Removes every snapshot taken strictly before `cutoff`.
     pub fn remove_before(&mut self, cutoff: DateTime<Utc>) {
         let keep_from = self.samples.partition_point(|s| s.at < cutoff);
-        self.samples.drain(..keep_from);
+        if keep_from > 0 {
+            self.samples_mut(0).drain(..keep_from);
+        }
     }
 }
 
@@ -171,7 +191,9 @@ impl FromIterator<(DateTime<Utc>, CollectedMetrics)> for MetricHistory {
             let sample = Sample::new(at, snapshot, samples.last());
             samples.push(sample);
         }
-        Self { samples }
+        Self {
+            samples: Arc::new(samples),
+        }
     }
 }
 
@@ -268,6 +290,35 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(keys, ["b", "c", "d"]);
         assert_eq!(pushed.latest(), Some(&snapshot(&["b", "c", "d"])));
+    }
+
+    #[test]
+    fn clones_share_samples_until_one_changes() {
+        let history: MetricHistory = [(at(1), snapshot(&["a"])), (at(2), snapshot(&["a", "b"]))]
+            .into_iter()
+            .collect();
+        let mut changed = history.clone();
+        assert!(Arc::ptr_eq(&history.samples, &changed.samples));
+        changed.insert(at(3), snapshot(&["b"]));
+        changed.remove_before(at(2));
+        // The original is untouched; the changed one still shares the snapshot it kept.
+        assert_eq!(history.len(), 2);
+        assert_eq!(history.first_time(), Some(at(1)));
+        assert_eq!(history.latest(), Some(&snapshot(&["a", "b"])));
+        let times: Vec<DateTime<Utc>> = changed.iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, [at(2), at(3)]);
+        let kept = history.shared().nth(1).map(|(_, s)| Arc::clone(s));
+        let kept_in_changed = changed.shared().next().map(|(_, s)| Arc::clone(s));
+        assert!(matches!((kept, kept_in_changed), (Some(a), Some(b)) if Arc::ptr_eq(&a, &b)));
+        // Clearing a shared history leaves its clones as they were.
+        let mut cleared = history.clone();
+        cleared.clear();
+        assert!(cleared.is_empty());
+        assert_eq!(history.len(), 2);
+        // A history that trims nothing does not copy.
+        let mut untouched = history.clone();
+        untouched.remove_before(at(0));
+        assert!(Arc::ptr_eq(&history.samples, &untouched.samples));
     }
 
     #[test]

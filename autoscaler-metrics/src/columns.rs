@@ -50,8 +50,11 @@ pub(crate) struct Columns {
     present: Box<[u32]>,
     /// The union of `present`.
     pub(crate) union: u32,
-    /// Bit `c` is set when every value of column `c` is finite.
-    finite: u32,
+    /// Bit `c` is set when no value of column `c` is infinite.
+    no_infinite: u32,
+    /// For each column, the positions whose value is NaN (absent, mostly), ascending; the same
+    /// allocation as the neighbouring snapshot's where they are the same positions.
+    nan_positions: [Arc<[u32]>; WINDOW_COLUMNS.len()],
 }
 
 impl Columns {
@@ -67,9 +70,19 @@ impl Columns {
         }
         let present: Box<[u32]> = vertices.values().map(|m| m.present_bits()).collect();
         let union = present.iter().fold(0, |bits, p| bits | p);
-        let finite = (0..WINDOW_COLUMNS.len())
-            .filter(|&c| values[c * n..(c + 1) * n].iter().all(|x| x.is_finite()))
+        let no_infinite = (0..WINDOW_COLUMNS.len())
+            .filter(|&c| !values[c * n..(c + 1) * n].iter().any(|x| x.is_infinite()))
             .fold(0, |bits, c| bits | 1 << c);
+        let nan_positions = std::array::from_fn(|c| {
+            let column = &values[c * n..(c + 1) * n];
+            let nan = column.iter().enumerate().filter(|(_, x)| x.is_nan()).map(|(k, _)| k as u32);
+            match neighbour {
+                Some(other) if other.nan_positions[c].iter().copied().eq(nan.clone()) => {
+                    Arc::clone(&other.nan_positions[c])
+                }
+                _ => nan.collect(),
+            }
+        });
         let ids = match neighbour {
             Some(other) if other.ids.len() == n && other.ids.iter().zip(vertices.keys()).all(|(a, b)| a == b) => {
                 Arc::clone(&other.ids)
@@ -81,7 +94,8 @@ impl Columns {
             values,
             present,
             union,
-            finite,
+            no_infinite,
+            nan_positions,
         }
     }
 
@@ -92,10 +106,16 @@ impl Columns {
         &self.values[c * n..(c + 1) * n]
     }
 
-    /// Whether every value of column `c` is finite.
+    /// Whether no value of column `c` is infinite.
     #[inline]
-    pub(crate) fn is_finite(&self, c: usize) -> bool {
-        self.finite & (1 << c) != 0
+    pub(crate) fn no_infinite(&self, c: usize) -> bool {
+        self.no_infinite & (1 << c) != 0
+    }
+
+    /// The positions where column `c` is NaN, ascending.
+    #[inline]
+    pub(crate) fn nan_positions(&self, c: usize) -> &Arc<[u32]> {
+        &self.nan_positions[c]
     }
 
     /// The value of column `c` for the id at position `k`.
@@ -159,7 +179,14 @@ pub(crate) fn scan<const N: usize>(
             );
             run_columns.clear();
             run_columns.extend(run.iter().map(|columns| columns.column(column)));
-            slot.push_columns(&run_columns, run.iter().all(|columns| columns.is_finite(column)));
+            // Where the run's columns are NaN at the same positions throughout and infinite
+            // nowhere, those positions take no sample and every other one a finite sample.
+            let nan = first.nan_positions(column);
+            let nan_only_at = run
+                .iter()
+                .all(|columns| columns.no_infinite(column) && Arc::ptr_eq(columns.nan_positions(column), nan))
+                .then_some(&**nan);
+            slot.push_columns(&run_columns, nan_only_at);
             for (k, vertex) in vertices.iter().enumerate() {
                 if let Some(v) = *vertex {
                     out.averages[v][c] = slot.get(k);

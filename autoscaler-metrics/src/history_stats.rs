@@ -118,6 +118,8 @@ pub(crate) struct AverageColumn {
     sum: Vec<f64>,
     count: Vec<u64>,
     infinite: Vec<u64>,
+    /// Scratch of [`push_columns`](Self::push_columns): the skipped positions' state.
+    saved: Vec<(usize, AverageAccumulator)>,
 }
 
 impl AverageColumn {
@@ -143,50 +145,91 @@ impl AverageColumn {
     }
 
     /// Feeds each column of `columns` in turn (in time order): `column[k]` to the accumulator at
-    /// position `k`, for the positions every column and the accumulators have. `all_finite` says
-    /// that every value of every column is finite, which lets the sums skip the per-sample rule.
+    /// position `k`, for the positions every column and the accumulators have.
     ///
-    /// All-finite columns are summed a block of positions at a time through all the columns, so
-    /// a block's sums stay in registers; otherwise each column in turn goes through [`accumulate`]
-    /// at every position. Either way each accumulator takes its samples one by one, in order.
-    pub(crate) fn push_columns(&mut self, columns: &[&[f64]], all_finite: bool) {
-        const BLOCK: usize = 8;
+    /// `nan_only_at`, when given, says that every column is NaN at those positions (ascending)
+    /// and finite everywhere else. Those positions then take no sample, and every other one adds
+    /// its samples without the per-sample rule: the columns are plainly summed, and the skipped
+    /// positions' state put back after. Without it each sample goes through [`accumulate`].
+    ///
+    /// The columns are taken a block of positions at a time, so that a block's accumulators stay
+    /// in registers through all the columns. Either way each accumulator takes its samples one by
+    /// one, in order.
+    pub(crate) fn push_columns(&mut self, columns: &[&[f64]], nan_only_at: Option<&[u32]>) {
         let n = columns.iter().fold(self.sum.len(), |n, c| n.min(c.len()));
-        let (sum, count, infinite) = (&mut self.sum[..n], &mut self.count[..n], &mut self.infinite[..n]);
-        if all_finite {
-            // Every sample is finite: [`accumulate`] adds each one and counts it.
-            let mut blocks = sum.chunks_exact_mut(BLOCK);
-            let mut at = 0;
-            for sum in &mut blocks {
-                let mut s: [f64; BLOCK] = std::array::from_fn(|j| sum[j]);
-                for column in columns {
-                    let values = &column[at..at + BLOCK];
-                    for j in 0..BLOCK {
-                        s[j] += values[j];
-                    }
+        match nan_only_at {
+            Some(skipped) => {
+                let mut saved = std::mem::take(&mut self.saved);
+                saved.clear();
+                saved.extend(
+                    skipped
+                        .iter()
+                        .map(|&k| k as usize)
+                        .take_while(|&k| k < n)
+                        .map(|k| (k, self.get(k))),
+                );
+                self.add_finite(columns, n);
+                for &(k, state) in &saved {
+                    (self.sum[k], self.count[k], self.infinite[k]) = (state.sum, state.count, state.infinite);
                 }
-                sum.copy_from_slice(&s);
-                at += BLOCK;
+                self.saved = saved;
             }
-            for (j, sum) in blocks.into_remainder().iter_mut().enumerate() {
-                for column in columns {
-                    *sum += column[at + j];
-                }
-            }
-            for count in count.iter_mut() {
-                *count += columns.len() as u64;
-            }
-            return;
+            None => self.accumulate_all(columns, n),
         }
-        for column in columns {
-            for (((sum, count), infinite), &value) in
-                sum.iter_mut().zip(&mut *count).zip(&mut *infinite).zip(&column[..n])
-            {
-                accumulate(sum, count, infinite, value);
+    }
+
+    /// Adds every value of the first `n` positions of `columns`, each counted as a finite sample.
+    fn add_finite(&mut self, columns: &[&[f64]], n: usize) {
+        let (sum, count) = (&mut self.sum[..n], &mut self.count[..n]);
+        let whole = n - n % BLOCK;
+        for at in (0..whole).step_by(BLOCK) {
+            let mut s: [f64; BLOCK] = std::array::from_fn(|j| sum[at + j]);
+            for column in columns {
+                let values = &column[at..at + BLOCK];
+                for j in 0..BLOCK {
+                    s[j] += values[j];
+                }
+            }
+            sum[at..at + BLOCK].copy_from_slice(&s);
+        }
+        for (k, sum) in sum.iter_mut().enumerate().skip(whole) {
+            for column in columns {
+                *sum += column[k];
+            }
+        }
+        for count in count.iter_mut() {
+            *count += columns.len() as u64;
+        }
+    }
+
+    /// Feeds the first `n` positions of `columns` through [`accumulate`].
+    fn accumulate_all(&mut self, columns: &[&[f64]], n: usize) {
+        let (sum, count, infinite) = (&mut self.sum[..n], &mut self.count[..n], &mut self.infinite[..n]);
+        let whole = n - n % BLOCK;
+        for at in (0..whole).step_by(BLOCK) {
+            let mut s: [f64; BLOCK] = std::array::from_fn(|j| sum[at + j]);
+            let mut c: [u64; BLOCK] = std::array::from_fn(|j| count[at + j]);
+            let mut inf: [u64; BLOCK] = std::array::from_fn(|j| infinite[at + j]);
+            for column in columns {
+                let values = &column[at..at + BLOCK];
+                for j in 0..BLOCK {
+                    accumulate(&mut s[j], &mut c[j], &mut inf[j], values[j]);
+                }
+            }
+            sum[at..at + BLOCK].copy_from_slice(&s);
+            count[at..at + BLOCK].copy_from_slice(&c);
+            infinite[at..at + BLOCK].copy_from_slice(&inf);
+        }
+        for k in whole..n {
+            for column in columns {
+                accumulate(&mut sum[k], &mut count[k], &mut infinite[k], column[k]);
             }
         }
     }
 }
+
+/// Positions summed together by [`AverageColumn`]'s kernels.
+const BLOCK: usize = 8;
 
 /// The per-second rate of an accumulated counter (`NUM_RECORDS_IN`, `LAG`, ...) of vertex `vertex`
 /// over the window: `1000 * (last - first) / max(1 ms, elapsed)` between its first and last non-NaN
@@ -406,17 +449,7 @@ mod tests {
             let mut block = AverageColumn::default();
             block.reset(states.iter().copied());
             let views: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
-            let all_finite = columns.iter().flatten().all(|x| x.is_finite());
-            block.push_columns(&views, all_finite);
-            if all_finite {
-                let mut masked = AverageColumn::default();
-                masked.reset(states.iter().copied());
-                masked.push_columns(&views, false);
-                for k in 0..states.len() {
-                    proptest::prop_assert_eq!(masked.get(k).sum.to_bits(), block.get(k).sum.to_bits());
-                    proptest::prop_assert_eq!(masked.get(k).count, block.get(k).count);
-                }
-            }
+            block.push_columns(&views, None);
             for (k, state) in states.iter().enumerate() {
                 let mut one = *state;
                 for column in &columns {
@@ -425,6 +458,45 @@ mod tests {
                 let got = block.get(k);
                 proptest::prop_assert_eq!(got.sum.to_bits(), one.sum.to_bits(), "position {}", k);
                 proptest::prop_assert_eq!((got.count, got.infinite), (one.count, one.infinite));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Columns that are NaN at the same positions throughout and finite elsewhere: the plain
+        /// sums with those positions put back leave every accumulator exactly as the per-sample
+        /// rule does, and as the general kernel does.
+        #[test]
+        fn push_columns_skipping_fixed_nan_positions_is_push_per_position(
+            start in proptest::collection::vec((-1e6f64..1e6, 0u64..5, 0u64..2), 0..21),
+            nan_at in proptest::collection::vec(proptest::bool::weighted(0.4), 21),
+            columns in proptest::collection::vec(proptest::collection::vec(-1e300f64..1e300, 21), 0..7),
+        ) {
+            let states: Vec<AverageAccumulator> = start
+                .iter()
+                .map(|&(sum, count, infinite)| AverageAccumulator { sum, count, infinite })
+                .collect();
+            let columns: Vec<Vec<f64>> = columns
+                .into_iter()
+                .map(|c| c.into_iter().zip(&nan_at).map(|(x, &nan)| if nan { f64::NAN } else { x }).collect())
+                .collect();
+            let skipped: Vec<u32> = (0..21u32).filter(|&k| nan_at[k as usize]).collect();
+            let views: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
+            let mut fast = AverageColumn::default();
+            fast.reset(states.iter().copied());
+            fast.push_columns(&views, Some(&skipped));
+            let mut general = AverageColumn::default();
+            general.reset(states.iter().copied());
+            general.push_columns(&views, None);
+            for (k, state) in states.iter().enumerate() {
+                let mut one = *state;
+                for column in &columns {
+                    one.push(column[k]);
+                }
+                for got in [fast.get(k), general.get(k)] {
+                    proptest::prop_assert_eq!(got.sum.to_bits(), one.sum.to_bits(), "position {}", k);
+                    proptest::prop_assert_eq!((got.count, got.infinite), (one.count, one.infinite));
+                }
             }
         }
     }

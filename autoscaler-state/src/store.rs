@@ -7,6 +7,7 @@ use crate::db::{Db, StateUrl, StoreOptions};
 use async_trait::async_trait;
 use autoscaler_core::AutoScalerEventHandler;
 use autoscaler_core::JobAutoScalerContext;
+use autoscaler_core::cycle::{JobState, StateChanges};
 use autoscaler_core::{
     AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking,
     StateError, StateResult,
@@ -115,6 +116,9 @@ impl AnyStateStore {
 
     fn job_slot(&self, job_key: &str) -> JobSlot {
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(slot) = jobs.get(job_key) {
+            return Arc::clone(slot);
+        }
         jobs.entry(job_key.to_owned()).or_default().clone()
     }
 
@@ -207,6 +211,81 @@ where
     result
 }
 
+/// A state the store keeps as one [`StateValue`] variant (all but the evaluated metrics, which
+/// are shared and optional): its type, and how it is taken out of and put into a value.
+trait Stored: Clone + Default {
+    const TYPE: StateType;
+    fn of(value: &StateValue) -> Option<&Self>;
+    fn into_value(self) -> StateValue;
+}
+
+macro_rules! stored {
+    ($ty:ty, $variant:ident) => {
+        impl Stored for $ty {
+            const TYPE: StateType = StateType::$variant;
+            fn of(value: &StateValue) -> Option<&Self> {
+                match value {
+                    StateValue::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn into_value(self) -> StateValue {
+                StateValue::$variant(self)
+            }
+        }
+    };
+}
+
+stored!(ScalingHistory, ScalingHistory);
+stored!(ScalingTracking, ScalingTracking);
+stored!(MetricHistory, CollectedMetrics);
+stored!(ParallelismOverrides, ParallelismOverrides);
+stored!(ConfigChanges, ConfigOverrides);
+stored!(DelayedScaleDown, DelayedScaleDown);
+
+/// The job's `T` in `view`, or the empty `T` when none is stored.
+fn read_view<T: Stored>(view: &JobView) -> T {
+    view.get(T::TYPE).and_then(T::of).cloned().unwrap_or_default()
+}
+
+impl AnyStateStore {
+    /// The job's `T` (empty when none is stored).
+    async fn read<T: Stored>(&self, job_key: &str) -> StateResult<T> {
+        self.with_view(job_key, |view| read_view::<T>(view)).await
+    }
+
+    /// Every state of a cycle, under one lock of the job.
+    async fn job_state(&self, job_key: &str) -> StateResult<JobState> {
+        self.with_view(job_key, |view| JobState {
+            metric_history: read_view(view),
+            scaling_history: read_view(view),
+            scaling_tracking: read_view(view),
+            delayed_scale_down: read_view(view),
+            parallelism_overrides: read_view(view),
+            config_changes: read_view(view),
+        })
+        .await
+    }
+
+    /// The parts of `state` that `changes` marks, put under one lock of the job.
+    async fn put_job_state(&self, job_key: &str, state: &JobState, changes: &StateChanges) -> StateResult<()> {
+        fn put_if<T: Stored>(view: &mut JobView, changed: bool, value: &T) {
+            if changed {
+                view.put(value.clone().into_value());
+            }
+        }
+        self.with_view(job_key, |view| {
+            put_if(view, changes.metric_history, &state.metric_history);
+            put_if(view, changes.scaling_history, &state.scaling_history);
+            put_if(view, changes.scaling_tracking, &state.scaling_tracking);
+            put_if(view, changes.parallelism_overrides, &state.parallelism_overrides);
+            put_if(view, changes.config_changes, &state.config_changes);
+            put_if(view, changes.delayed_scale_down, &state.delayed_scale_down);
+        })
+        .await
+    }
+}
+
 /// Implements the trait for a type whose `$inner` expression yields an `&AnyStateStore`.
 macro_rules! impl_state_store {
     ($ty:ty, |$this:ident| $inner:expr) => {
@@ -220,16 +299,13 @@ macro_rules! impl_state_store {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::ScalingHistory(history.clone()))
+                    .put(&key, history.clone().into_value())
                     .await
             }
             async fn get_scaling_history(&self, ctx: &Ctx) -> StateResult<ScalingHistory> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                Ok(match $inner.get(&key, StateType::ScalingHistory).await? {
-                    Some(StateValue::ScalingHistory(v)) => v,
-                    _ => ScalingHistory::default(),
-                })
+                $inner.read::<ScalingHistory>(&key).await
             }
             async fn remove_scaling_history(&self, ctx: &Ctx) -> StateResult<()> {
                 let $this = self;
@@ -241,16 +317,13 @@ macro_rules! impl_state_store {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::ScalingTracking(tracking.clone()))
+                    .put(&key, tracking.clone().into_value())
                     .await
             }
             async fn get_scaling_tracking(&self, ctx: &Ctx) -> StateResult<ScalingTracking> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                Ok(match $inner.get(&key, StateType::ScalingTracking).await? {
-                    Some(StateValue::ScalingTracking(v)) => v,
-                    _ => ScalingTracking::default(),
-                })
+                $inner.read::<ScalingTracking>(&key).await
             }
             async fn remove_scaling_tracking(&self, ctx: &Ctx) -> StateResult<()> {
                 let $this = self;
@@ -262,16 +335,13 @@ macro_rules! impl_state_store {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::CollectedMetrics(history.clone()))
+                    .put(&key, history.clone().into_value())
                     .await
             }
             async fn get_collected_metrics(&self, ctx: &Ctx) -> StateResult<MetricHistory> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                Ok(match $inner.get(&key, StateType::CollectedMetrics).await? {
-                    Some(StateValue::CollectedMetrics(v)) => v,
-                    _ => MetricHistory::default(),
-                })
+                $inner.read::<MetricHistory>(&key).await
             }
             async fn remove_collected_metrics(&self, ctx: &Ctx) -> StateResult<()> {
                 let $this = self;
@@ -308,16 +378,13 @@ macro_rules! impl_state_store {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::ParallelismOverrides(overrides.clone()))
+                    .put(&key, overrides.clone().into_value())
                     .await
             }
             async fn get_parallelism_overrides(&self, ctx: &Ctx) -> StateResult<ParallelismOverrides> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                Ok(match $inner.get(&key, StateType::ParallelismOverrides).await? {
-                    Some(StateValue::ParallelismOverrides(v)) => v,
-                    _ => ParallelismOverrides::default(),
-                })
+                $inner.read::<ParallelismOverrides>(&key).await
             }
             async fn remove_parallelism_overrides(&self, ctx: &Ctx) -> StateResult<()> {
                 let $this = self;
@@ -329,16 +396,13 @@ macro_rules! impl_state_store {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::ConfigOverrides(changes.clone()))
+                    .put(&key, changes.clone().into_value())
                     .await
             }
             async fn get_config_changes(&self, ctx: &Ctx) -> StateResult<ConfigChanges> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                Ok(match $inner.get(&key, StateType::ConfigOverrides).await? {
-                    Some(StateValue::ConfigOverrides(v)) => v,
-                    _ => ConfigChanges::default(),
-                })
+                $inner.read::<ConfigChanges>(&key).await
             }
             async fn remove_config_changes(&self, ctx: &Ctx) -> StateResult<()> {
                 let $this = self;
@@ -350,21 +414,29 @@ macro_rules! impl_state_store {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner
-                    .put(&key, StateValue::DelayedScaleDown(state.clone()))
+                    .put(&key, state.clone().into_value())
                     .await
             }
             async fn get_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<DelayedScaleDown> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                Ok(match $inner.get(&key, StateType::DelayedScaleDown).await? {
-                    Some(StateValue::DelayedScaleDown(v)) => v,
-                    _ => DelayedScaleDown::default(),
-                })
+                $inner.read::<DelayedScaleDown>(&key).await
             }
             async fn remove_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
                 $inner.remove(&key, StateType::DelayedScaleDown).await
+            }
+
+            async fn get_job_state(&self, ctx: &Ctx) -> StateResult<JobState> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.job_state(&key).await
+            }
+            async fn store_job_state(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> StateResult<()> {
+                let $this = self;
+                let key = ctx.job_key().to_string();
+                $inner.put_job_state(&key, state, changes).await
             }
 
             async fn clear_all(&self, ctx: &Ctx) -> StateResult<()> {

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod settings;
 
 use self::metrics::{CYCLE_DURATION, ServiceMetrics};
+use autoscaler_core::cycle::{JobState, StateChanges};
 use autoscaler_core::{
     AutoScalerStateStore, AutoscalerError, CollectError, CollectedJobMetrics, ConfigChanges, DelayedScaleDown,
     JobAutoScaler, MetricsCollector, ParallelismOverrides, ScalingHistory, ScalingTracking, StateResult, async_trait,
@@ -198,6 +199,13 @@ impl AutoScalerStateStore<String, Ctx> for ObservedStateStore {
 
     async fn remove_evaluated_metrics(&self, ctx: &Ctx) -> StateResult<()> {
         self.inner.remove_evaluated_metrics(ctx).await
+    }
+
+    async fn get_job_state(&self, ctx: &Ctx) -> StateResult<JobState> {
+        self.inner.get_job_state(ctx).await
+    }
+    async fn store_job_state(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> StateResult<()> {
+        self.inner.store_job_state(ctx, state, changes).await
     }
 
     async fn clear_all(&self, ctx: &Ctx) -> StateResult<()> {
