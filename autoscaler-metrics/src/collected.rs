@@ -50,20 +50,44 @@ pub struct MetricHistory {
 #[derive(Debug, Clone)]
 struct Sample {
     at: DateTime<Utc>,
-    snapshot: Arc<CollectedMetrics>,
-    columns: Arc<Columns>,
+    entry: SharedSnapshot,
+}
+
+/// A snapshot of a [`MetricHistory`] as the history's clones share it (one allocation, with the
+/// snapshot's column digest); it reads as the [`CollectedMetrics`] it holds.
+#[derive(Debug, Clone)]
+pub struct SharedSnapshot(Arc<Entry>);
+
+#[derive(Debug)]
+struct Entry {
+    snapshot: CollectedMetrics,
+    columns: Columns,
+}
+
+impl SharedSnapshot {
+    /// Whether `a` and `b` are the same allocation: two histories hold the same snapshot.
+    pub fn ptr_eq(a: &Self, b: &Self) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl std::ops::Deref for SharedSnapshot {
+    type Target = CollectedMetrics;
+
+    fn deref(&self) -> &CollectedMetrics {
+        &self.0.snapshot
+    }
 }
 
 impl Sample {
     /// `snapshot` at `at`, its ids and digest shared with `before` (the sample preceding it) where
     /// they are the same.
     fn new(at: DateTime<Utc>, snapshot: CollectedMetrics, before: Option<&Sample>) -> Self {
-        let snapshot = share_vertex_ids(snapshot, before.map(|s| &*s.snapshot));
-        let columns = Columns::of(&snapshot, before.map(|s| &*s.columns));
+        let snapshot = share_vertex_ids(snapshot, before.map(|s| &s.entry.0.snapshot));
+        let columns = Columns::of(&snapshot, before.map(|s| &s.entry.0.columns));
         Self {
             at,
-            snapshot: Arc::new(snapshot),
-            columns: Arc::new(columns),
+            entry: SharedSnapshot(Arc::new(Entry { snapshot, columns })),
         }
     }
 }
@@ -77,7 +101,7 @@ impl PartialEq for MetricHistory {
                 .samples
                 .iter()
                 .zip(other.samples.iter())
-                .all(|(a, b)| a.at == b.at && (Arc::ptr_eq(&a.snapshot, &b.snapshot) || a.snapshot == b.snapshot))
+                .all(|(a, b)| a.at == b.at && (SharedSnapshot::ptr_eq(&a.entry, &b.entry) || *a.entry == *b.entry))
     }
 }
 
@@ -145,27 +169,26 @@ impl MetricHistory {
 
     /// The newest snapshot.
     pub fn latest(&self) -> Option<&CollectedMetrics> {
-        self.samples.last().map(|s| &*s.snapshot)
+        self.samples.last().map(|s| &*s.entry)
     }
 
     /// Snapshots in time order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&DateTime<Utc>, &CollectedMetrics)> + ExactSizeIterator {
-        self.samples.iter().map(|s| (&s.at, &*s.snapshot))
+        self.samples.iter().map(|s| (&s.at, &*s.entry))
     }
 
-    /// Snapshots in time order, each with its shared allocation: two histories hold the same
-    /// snapshot when [`Arc::ptr_eq`] says so (a store can tell which snapshots it already has).
-    pub fn shared(
-        &self,
-    ) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &Arc<CollectedMetrics>)> + ExactSizeIterator {
-        self.samples.iter().map(|s| (s.at, &s.snapshot))
+    /// Snapshots in time order, each as its clones share it: two histories hold the same
+    /// snapshot when [`SharedSnapshot::ptr_eq`] says so (a store can tell which snapshots it
+    /// already has).
+    pub fn shared(&self) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &SharedSnapshot)> + ExactSizeIterator {
+        self.samples.iter().map(|s| (s.at, &s.entry))
     }
 
     /// Snapshots in time order with their digests.
     pub(crate) fn with_columns(
         &self,
     ) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &CollectedMetrics, &Columns)> + ExactSizeIterator {
-        self.samples.iter().map(|s| (s.at, &*s.snapshot, &*s.columns))
+        self.samples.iter().map(|s| (s.at, &s.entry.0.snapshot, &s.entry.0.columns))
     }
 
     /// Removes every snapshot.
@@ -307,9 +330,9 @@ mod tests {
         assert_eq!(history.latest(), Some(&snapshot(&["a", "b"])));
         let times: Vec<DateTime<Utc>> = changed.iter().map(|(t, _)| *t).collect();
         assert_eq!(times, [at(2), at(3)]);
-        let kept = history.shared().nth(1).map(|(_, s)| Arc::clone(s));
-        let kept_in_changed = changed.shared().next().map(|(_, s)| Arc::clone(s));
-        assert!(matches!((kept, kept_in_changed), (Some(a), Some(b)) if Arc::ptr_eq(&a, &b)));
+        let kept = history.shared().nth(1).map(|(_, s)| s.clone());
+        let kept_in_changed = changed.shared().next().map(|(_, s)| s.clone());
+        assert!(matches!((kept, kept_in_changed), (Some(a), Some(b)) if SharedSnapshot::ptr_eq(&a, &b)));
         // Clearing a shared history leaves its clones as they were.
         let mut cleared = history.clone();
         cleared.clear();

@@ -25,7 +25,7 @@ pub mod json_number;
 pub mod root_cause;
 pub mod time;
 
-pub use collected::{CollectedMetrics, MetricHistory};
+pub use collected::{CollectedMetrics, MetricHistory, SharedSnapshot};
 pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, evaluate_with_custom, merge_custom_metrics};
 pub use error::MetricsError;
 pub use evaluate::{

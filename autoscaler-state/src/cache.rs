@@ -14,10 +14,9 @@ use crate::codec::{
 };
 use crate::db::{JobWrites, WINDOW_INDEX, WindowWrite};
 use autoscaler_core::StateError;
-use autoscaler_metrics::{CollectedMetrics, MetricHistory};
+use autoscaler_metrics::{CollectedMetrics, MetricHistory, SharedSnapshot};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where one state type of one job stands relative to the database (the reference's `State`).
@@ -86,7 +85,7 @@ impl PendingWrites<'_> {
 #[derive(Debug, Clone, Default)]
 struct StoredWindow {
     /// The snapshot rows, sharing their snapshots with the cached window they were written from.
-    rows: Vec<(DateTime<Utc>, Arc<CollectedMetrics>)>,
+    rows: Vec<(DateTime<Utc>, SharedSnapshot)>,
     /// The index row's value; `None` when there is none.
     index: Option<String>,
     /// An earlier release's whole-window `collectedMetrics` row is there.
@@ -181,7 +180,7 @@ impl JobView {
             window.rows = history
                 .shared()
                 .filter(|(at, _)| stored.binary_search(at).is_ok())
-                .map(|(at, s)| (at, Arc::clone(s)))
+                .map(|(at, s)| (at, s.clone()))
                 .collect();
             slots.insert(
                 StateType::CollectedMetrics,
@@ -278,7 +277,7 @@ impl JobView {
         for (at, snapshot) in history.shared() {
             let known = stored
                 .binary_search_by(|(t, _)| t.cmp(&at))
-                .is_ok_and(|i| Arc::ptr_eq(&stored[i].1, snapshot));
+                .is_ok_and(|i| SharedSnapshot::ptr_eq(&stored[i].1, snapshot));
             if !known {
                 added.push((
                     snapshot_identifier(at),
@@ -336,7 +335,7 @@ impl JobView {
         {
             self.window = match self.get(StateType::CollectedMetrics) {
                 Some(StateValue::CollectedMetrics(history)) => StoredWindow {
-                    rows: history.shared().map(|(at, s)| (at, Arc::clone(s))).collect(),
+                    rows: history.shared().map(|(at, s)| (at, s.clone())).collect(),
                     index: flushed.index,
                     legacy_row: false,
                 },
