@@ -124,9 +124,11 @@ pub type StateResult<T> = Result<T, StateError>;
 ///
 /// How a cycle of `JobAutoScalerImpl` uses a store (see [`crate::cycle`]): after a successful
 /// collection it reads the collected metrics, the scaling history, the scaling tracking, the
-/// delayed scale-down state, the parallelism overrides and the configuration changes, each once; it writes back only the
-/// states the cycle changed (the collected metrics every cycle, the evaluated metrics whenever it
-/// evaluated, the others when they changed), then flushes. A cycle that stops before loading reads
+/// delayed scale-down state, the parallelism overrides and the configuration changes, each once,
+/// in one [`get_job_state`](Self::get_job_state); it writes back only the states the cycle
+/// changed (the collected metrics every cycle, the others when they changed) in one
+/// [`store_job_state`](Self::store_job_state), the evaluated metrics whenever it evaluated, then
+/// flushes. A cycle that stops before loading reads
 /// the overrides once to re-apply them. `store_collected_metrics` always receives the whole
 /// window: the new snapshot is its latest entry, and entries older than the window have been
 /// removed, so a store can persist the difference to what it holds (by collection instant) instead

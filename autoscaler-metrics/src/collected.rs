@@ -97,11 +97,11 @@ impl PartialEq for MetricHistory {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.samples, &other.samples)
             || self.samples.len() == other.samples.len()
-            && self
-                .samples
-                .iter()
-                .zip(other.samples.iter())
-                .all(|(a, b)| a.at == b.at && (SharedSnapshot::ptr_eq(&a.entry, &b.entry) || *a.entry == *b.entry))
+                && self
+                    .samples
+                    .iter()
+                    .zip(other.samples.iter())
+                    .all(|(a, b)| a.at == b.at && (SharedSnapshot::ptr_eq(&a.entry, &b.entry) || *a.entry == *b.entry))
     }
 }
 
@@ -188,7 +188,9 @@ impl MetricHistory {
     pub(crate) fn with_columns(
         &self,
     ) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &CollectedMetrics, &Columns)> + ExactSizeIterator {
-        self.samples.iter().map(|s| (s.at, &s.entry.0.snapshot, &s.entry.0.columns))
+        self.samples
+            .iter()
+            .map(|s| (s.at, &s.entry.0.snapshot, &s.entry.0.columns))
     }
 
     /// Removes every snapshot.

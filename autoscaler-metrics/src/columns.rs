@@ -75,7 +75,11 @@ impl Columns {
             .fold(0, |bits, c| bits | 1 << c);
         let nan_positions = std::array::from_fn(|c| {
             let column = &values[c * n..(c + 1) * n];
-            let nan = column.iter().enumerate().filter(|(_, x)| x.is_nan()).map(|(k, _)| k as u32);
+            let nan = column
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.is_nan())
+                .map(|(k, _)| k as u32);
             match neighbour {
                 Some(other) if other.nan_positions[c].iter().copied().eq(nan.clone()) => {
                     Arc::clone(&other.nan_positions[c])

@@ -298,9 +298,7 @@ macro_rules! impl_state_store {
             async fn store_scaling_history(&self, ctx: &Ctx, history: &ScalingHistory) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                $inner
-                    .put(&key, history.clone().into_value())
-                    .await
+                $inner.put(&key, history.clone().into_value()).await
             }
             async fn get_scaling_history(&self, ctx: &Ctx) -> StateResult<ScalingHistory> {
                 let $this = self;
@@ -316,9 +314,7 @@ macro_rules! impl_state_store {
             async fn store_scaling_tracking(&self, ctx: &Ctx, tracking: &ScalingTracking) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                $inner
-                    .put(&key, tracking.clone().into_value())
-                    .await
+                $inner.put(&key, tracking.clone().into_value()).await
             }
             async fn get_scaling_tracking(&self, ctx: &Ctx) -> StateResult<ScalingTracking> {
                 let $this = self;
@@ -334,9 +330,7 @@ macro_rules! impl_state_store {
             async fn store_collected_metrics(&self, ctx: &Ctx, history: &MetricHistory) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                $inner
-                    .put(&key, history.clone().into_value())
-                    .await
+                $inner.put(&key, history.clone().into_value()).await
             }
             async fn get_collected_metrics(&self, ctx: &Ctx) -> StateResult<MetricHistory> {
                 let $this = self;
@@ -377,9 +371,7 @@ macro_rules! impl_state_store {
             ) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                $inner
-                    .put(&key, overrides.clone().into_value())
-                    .await
+                $inner.put(&key, overrides.clone().into_value()).await
             }
             async fn get_parallelism_overrides(&self, ctx: &Ctx) -> StateResult<ParallelismOverrides> {
                 let $this = self;
@@ -395,9 +387,7 @@ macro_rules! impl_state_store {
             async fn store_config_changes(&self, ctx: &Ctx, changes: &ConfigChanges) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                $inner
-                    .put(&key, changes.clone().into_value())
-                    .await
+                $inner.put(&key, changes.clone().into_value()).await
             }
             async fn get_config_changes(&self, ctx: &Ctx) -> StateResult<ConfigChanges> {
                 let $this = self;
@@ -413,9 +403,7 @@ macro_rules! impl_state_store {
             async fn store_delayed_scale_down(&self, ctx: &Ctx, state: &DelayedScaleDown) -> StateResult<()> {
                 let $this = self;
                 let key = ctx.job_key().to_string();
-                $inner
-                    .put(&key, state.clone().into_value())
-                    .await
+                $inner.put(&key, state.clone().into_value()).await
             }
             async fn get_delayed_scale_down(&self, ctx: &Ctx) -> StateResult<DelayedScaleDown> {
                 let $this = self;

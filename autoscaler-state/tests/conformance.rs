@@ -85,6 +85,76 @@ async fn every_method_round_trips(db: &TestDb) {
 }
 per_backend!(every_method_round_trips);
 
+// A cycle's one-call read and write agree with the per-state methods: the write stores only the
+// parts marked changed, the read returns every part (empty where none is stored), and after a
+// flush another process reads the same.
+async fn job_state_reads_and_writes_in_one_call(db: &TestDb) {
+    use autoscaler_core::cycle::{JobState, StateChanges};
+    let store = open(db).await;
+    let c = ctx("job");
+    assert_eq!(store.get_job_state(&c).await.unwrap(), JobState::default());
+    let s = sample(3);
+    let state = JobState {
+        metric_history: s.metrics.clone(),
+        scaling_history: s.history.clone(),
+        scaling_tracking: s.tracking.clone(),
+        delayed_scale_down: s.delayed.clone(),
+        parallelism_overrides: s.overrides.clone(),
+        config_changes: s.changes.clone(),
+    };
+    let only_window_and_tracking = StateChanges {
+        metric_history: true,
+        scaling_tracking: true,
+        ..StateChanges::default()
+    };
+    store
+        .store_job_state(&c, &state, &only_window_and_tracking)
+        .await
+        .unwrap();
+    let read = store.get_job_state(&c).await.unwrap();
+    assert_eq!(json(&read.metric_history), json(&s.metrics));
+    assert_eq!(read.scaling_tracking, s.tracking);
+    assert_eq!(read.scaling_history, ScalingHistory::new(), "not marked changed");
+    assert_eq!(read.parallelism_overrides, ParallelismOverrides::new());
+    assert_eq!(read.config_changes, ConfigChanges::default());
+    assert_eq!(read.delayed_scale_down, DelayedScaleDown::default());
+
+    let everything = StateChanges {
+        metric_history: true,
+        scaling_history: true,
+        scaling_tracking: true,
+        delayed_scale_down: true,
+        parallelism_overrides: true,
+        config_changes: true,
+    };
+    store.store_job_state(&c, &state, &everything).await.unwrap();
+    store.store_evaluated_metrics(&c, &s.evaluated).await.unwrap();
+    assert_all(&store, &c, &s).await;
+    store.flush(&c).await.unwrap();
+    if db.persistent() {
+        let other = reopen(db).await;
+        let read = other.get_job_state(&c).await.unwrap();
+        assert_eq!(json(&read.metric_history), json(&s.metrics));
+        assert_eq!(json(&read.scaling_history), json(&s.history));
+        assert_eq!(
+            (
+                read.scaling_tracking,
+                read.parallelism_overrides,
+                read.config_changes,
+                read.delayed_scale_down
+            ),
+            (
+                s.tracking.clone(),
+                s.overrides.clone(),
+                s.changes.clone(),
+                s.delayed.clone()
+            )
+        );
+        assert_all(&other, &c, &s).await;
+    }
+}
+per_backend!(job_state_reads_and_writes_in_one_call);
+
 // Writes are buffered: another process sees nothing until flush, then everything; updates and
 // removals likewise reach the database only on flush (reference testCaching).
 async fn writes_reach_the_database_only_on_flush(db: &TestDb) {
