@@ -6,7 +6,8 @@
 //! a long-running process. Each timed iteration is one `run_cycle`: collect the last snapshot,
 //! window, evaluate, decide, persist and flush in one transaction. Between iterations (not timed)
 //! the state is put back as it was and flushed. Before timing, one cycle is measured for the bytes
-//! of state it writes (printed as `cycle_sqlite/NAME: N bytes written per cycle`).
+//! of state it writes (printed as `cycle_sqlite/NAME: N bytes written per cycle, of which the
+//! window W`, beside the length of the new snapshot's JSON).
 //!
 //! `cargo bench --bench cycle_sqlite`
 
@@ -41,12 +42,14 @@ fn bench_cycle_sqlite(c: &mut Criterion) {
                 .with_clock(Arc::new(move || now));
         // One check outside the timing: the cycle decides what the reference decides, and writes
         // what it writes.
-        let before = store.bytes_written();
+        let (before, window_before) = (store.bytes_written(), store.window_bytes_written());
         let outcome = rt.block_on(autoscaler.run_cycle(&p.ctx)).expect("cycle");
         assert_eq!(outcome, CycleOutcome::Decided(DecisionOutcome::Scale), "{name}");
+        let latest = p.collector.latest_encoding_len();
         println!(
-            "cycle_sqlite/{name}: {} bytes written per cycle",
-            store.bytes_written() - before
+            "cycle_sqlite/{name}: {} bytes written per cycle, of which the window {} (the new snapshot's JSON is {latest} bytes)",
+            store.bytes_written() - before,
+            store.window_bytes_written() - window_before,
         );
         rt.block_on(preload(&*as_store, &p));
 

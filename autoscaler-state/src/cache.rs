@@ -99,6 +99,8 @@ pub(crate) struct Flushed {
     index: Option<String>,
     /// Bytes of `state_value` written (at most; a window rewritten whole writes more).
     pub(crate) bytes: u64,
+    /// The part of `bytes` that is the window: its new snapshot rows and its index row.
+    pub(crate) window_bytes: u64,
 }
 
 /// Cached states of one job. A state type without a slot is NOT_NEEDED.
@@ -239,13 +241,18 @@ impl JobView {
             upserts: Vec::new(),
             deletes: Vec::new(),
         };
-        let mut flushed = Flushed { index: None, bytes: 0 };
+        let mut flushed = Flushed {
+            index: None,
+            bytes: 0,
+            window_bytes: 0,
+        };
         for value in pending.upserts {
             if let StateValue::CollectedMetrics(history) = value {
                 let write = self.window_write(history, compression_threshold)?;
                 if let WindowWrite::Store { new_index, added, .. } = &write {
                     flushed.index = Some(new_index.clone());
-                    flushed.bytes += (new_index.len() + added.iter().map(|(_, v)| v.len()).sum::<usize>()) as u64;
+                    flushed.window_bytes = (new_index.len() + added.iter().map(|(_, v)| v.len()).sum::<usize>()) as u64;
+                    flushed.bytes += flushed.window_bytes;
                 }
                 writes.window = Some(write);
                 if self.window.legacy_row {

@@ -53,6 +53,7 @@ pub struct AnyStateStore {
     compression_threshold: usize,
     jobs: Mutex<HashMap<String, JobSlot>>,
     bytes_written: AtomicU64,
+    window_bytes_written: AtomicU64,
 }
 
 impl AnyStateStore {
@@ -64,6 +65,7 @@ impl AnyStateStore {
             compression_threshold: usize::MAX,
             jobs: Mutex::default(),
             bytes_written: AtomicU64::new(0),
+            window_bytes_written: AtomicU64::new(0),
         }
     }
 
@@ -86,6 +88,7 @@ impl AnyStateStore {
             compression_threshold: options.compression_threshold,
             jobs: Mutex::default(),
             bytes_written: AtomicU64::new(0),
+            window_bytes_written: AtomicU64::new(0),
         })
     }
 
@@ -100,6 +103,13 @@ impl AnyStateStore {
     /// counts as the difference only.
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written.load(Ordering::Relaxed)
+    }
+
+    /// The part of [`bytes_written`](Self::bytes_written) that is the metric window: the new
+    /// snapshot rows and the window's index row (one snapshot and the index, a flush after one
+    /// new snapshot).
+    pub fn window_bytes_written(&self) -> u64 {
+        self.window_bytes_written.load(Ordering::Relaxed)
     }
 
     /// Whether nothing is persisted.
@@ -178,6 +188,8 @@ impl AnyStateStore {
         written?;
         drop(writes);
         self.bytes_written.fetch_add(flushed.bytes, Ordering::Relaxed);
+        self.window_bytes_written
+            .fetch_add(flushed.window_bytes, Ordering::Relaxed);
         view.mark_flushed(Some(flushed));
         Ok(())
     }

@@ -434,6 +434,11 @@ async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
     let index = rows.iter().find(|(t, _)| t == "collectedMetricsIndex").unwrap();
     let newest = rows.iter().find(|(t, _)| t.contains("T22:23:20")).unwrap();
     assert_eq!(written, (index.1.len() + newest.1.len()) as u64, "{written} bytes");
+    assert_eq!(
+        store.window_bytes_written(),
+        first + written,
+        "only the window was written"
+    );
     assert!(
         first > 50 * written,
         "the first flush wrote the whole window: {first} bytes"

@@ -40,6 +40,14 @@ impl<C: JobAutoScalerContext<String>> MetricsCollector<String, C> for Replayed {
     }
 }
 
+impl Replayed {
+    /// The length of the JSON of the snapshot this collector hands out.
+    #[allow(dead_code)] // used by one of the benches that share this module
+    pub fn latest_encoding_len(&self) -> usize {
+        serde_json::to_string(&self.latest).map_or(0, |json| json.len())
+    }
+}
+
 /// Applies nothing, reports nothing and asks for no decision record (as a handler that keeps
 /// only the reference's events).
 pub struct Discard;
