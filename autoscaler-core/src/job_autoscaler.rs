@@ -62,9 +62,14 @@ pub struct JobAutoScalerImpl<K, Ctx> {
 /// The parsed options of every configuration seen lately. Parsing is a pure function of the
 /// configuration, and a job keeps its configuration for many cycles: a cycle parses only a
 /// configuration it has not seen (at most [`OptionsCache::CAPACITY`] are kept).
+///
+/// Looking a configuration up hashes all of its entries every cycle, so the map uses foldhash
+/// (seeded per process), which is several times cheaper than SipHash on these keys.
 #[derive(Default)]
 struct OptionsCache {
-    parsed: std::sync::Mutex<std::collections::HashMap<crate::config::Configuration, Arc<AutoScalerOptions>>>,
+    parsed: std::sync::Mutex<
+        std::collections::HashMap<crate::config::Configuration, Arc<AutoScalerOptions>, foldhash::fast::RandomState>,
+    >,
 }
 
 impl OptionsCache {

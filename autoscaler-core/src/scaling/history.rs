@@ -45,6 +45,11 @@ pub fn trim_scaling_tracking(
     options: &AutoScalerOptions,
 ) -> ScalingTracking {
     let cutoff = instant_before(now, options.history_max_age);
+    let recent = tracking.scaling_records.range(cutoff..).count();
+    if recent == tracking.scaling_records.len() && recent <= options.history_max_count {
+        // Nothing is trimmed (the usual case): a plain clone, no rebuild.
+        return tracking.clone();
+    }
     let latest = tracking.scaling_records.iter().next_back().map(|(t, r)| (*t, *r));
     let kept: Vec<(DateTime<Utc>, ScalingRecord)> = tracking
         .scaling_records
@@ -225,6 +230,32 @@ mod tests {
                 proptest::prop_assert_eq!(kept, expected);
             }
             proptest::prop_assert!(trimmed.values().all(|entries| !entries.is_empty()));
+        }
+
+        /// The tracking trim keeps exactly the newest `count` records at or after `now - age`,
+        /// plus the latest record whatever its age (a model of the reference's rule), whether
+        /// or not anything is trimmed.
+        #[test]
+        fn tracking_trimming_keeps_the_newest_recent_records_and_the_latest(
+            times in proptest::collection::btree_set(0i64..200, 0..10),
+            count in 0usize..12,
+            age in 0u64..250,
+        ) {
+            let records: Vec<(i64, Option<u64>)> = times.iter().map(|&t| (t, Some(t as u64))).collect();
+            let trimmed = trim_scaling_tracking(&tracking(&records), at(200), &options(count, age));
+            let cutoff = 200 - age as i64;
+            let recent: Vec<i64> = times.iter().copied().filter(|&t| t >= cutoff).collect();
+            let mut expected: Vec<i64> = recent[recent.len().saturating_sub(count)..].to_vec();
+            if let Some(&latest) = times.iter().next_back()
+                && !expected.contains(&latest)
+            {
+                expected.push(latest);
+            }
+            let kept: Vec<DateTime<Utc>> = trimmed.scaling_records.keys().copied().collect();
+            proptest::prop_assert_eq!(kept, expected.iter().map(|&t| at(t)).collect::<Vec<_>>());
+            for (t, record) in &trimmed.scaling_records {
+                proptest::prop_assert_eq!(record.restart_duration, Some(Duration::from_secs((t.timestamp() - 1_700_000_000) as u64)));
+            }
         }
     }
 
