@@ -27,8 +27,7 @@ impl CollectedMetrics {
 
 /// Collected snapshots ordered by collection time (the reference's `SortedMap<Instant, CollectedMetrics>`).
 ///
-/// Each snapshot is shared behind an [`Arc`]: cloning a history (handing it to or from a state
-/// store, keeping the previous cycle's window) copies one vector of instants and pointers, never
+/// Each snapshot is shared behind an [`Arc`] ([`SharedSnapshot`]): no clone of a history copies
 /// the metrics. Snapshots are immutable once added. Snapshots added to a history also share their
 /// [`VertexId`] allocations with the snapshot before them, so that reading a vertex across the
 /// window compares ids by address rather than by bytes.
@@ -37,14 +36,49 @@ impl CollectedMetrics {
 /// is added (once: the digest is shared as the snapshot is), so that evaluating a window reads
 /// contiguous columns rather than every snapshot's map.
 ///
-/// A clone is one reference count: clones share the list of samples until one of them changes
-/// it, which then copies the list (the samples' pointers, not the snapshots). A store that keeps
-/// the window and a cycle that reads it hold one list between them.
+/// A clone is two reference counts. The samples are kept in two parts, both shared by clones:
+/// the older ones, which are never changed in place (trimming the oldest only skips them), and
+/// the few newest, which a history that adds a snapshot copies first if a clone shares them
+/// (their pointers, not the snapshots). Every [`RECENT_SAMPLES`](Self::RECENT_SAMPLES) additions
+/// the newest join the older ones in one new list. So a store that keeps the window and a cycle
+/// that adds its snapshot to it share nearly all of it, and a cycle copies a few pointers.
 #[derive(Debug, Clone, Default)]
 pub struct MetricHistory {
-    /// Strictly increasing by instant.
-    samples: Arc<Vec<Sample>>,
+    /// The older samples, strictly increasing by instant; never changed in place.
+    frozen: Arc<[Sample]>,
+    /// How many of `frozen`'s first samples are trimmed off.
+    skip: usize,
+    /// The newer samples, strictly increasing and all after `frozen`'s.
+    recent: Arc<Vec<Sample>>,
 }
+
+/// The samples of a history in time order: its two parts one after the other.
+#[derive(Clone)]
+struct Samples<'a> {
+    older: std::slice::Iter<'a, Sample>,
+    newer: std::slice::Iter<'a, Sample>,
+}
+
+impl<'a> Iterator for Samples<'a> {
+    type Item = &'a Sample;
+
+    fn next(&mut self) -> Option<&'a Sample> {
+        self.older.next().or_else(|| self.newer.next())
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.older.len() + self.newer.len();
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for Samples<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.newer.next_back().or_else(|| self.older.next_back())
+    }
+}
+
+impl ExactSizeIterator for Samples<'_> {}
 
 /// One snapshot of a history and its digest.
 #[derive(Debug, Clone)]
@@ -95,43 +129,115 @@ impl Sample {
 impl PartialEq for MetricHistory {
     /// Equal instants and equal snapshots (the digests follow from the snapshots).
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.samples, &other.samples)
-            || self.samples.len() == other.samples.len()
+        let same_parts = Arc::ptr_eq(&self.frozen, &other.frozen)
+            && self.skip == other.skip
+            && Arc::ptr_eq(&self.recent, &other.recent);
+        same_parts
+            || self.len() == other.len()
                 && self
-                    .samples
-                    .iter()
-                    .zip(other.samples.iter())
+                    .samples()
+                    .zip(other.samples())
                     .all(|(a, b)| a.at == b.at && (SharedSnapshot::ptr_eq(&a.entry, &b.entry) || *a.entry == *b.entry))
     }
 }
 
 impl MetricHistory {
+    /// Additions after which the newest samples join the older ones (see the type's docs).
+    pub const RECENT_SAMPLES: usize = 16;
+
     /// An empty history.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The samples to change, copied first (with room for `extra` more) if another history
-    /// shares them.
-    fn samples_mut(&mut self, extra: usize) -> &mut Vec<Sample> {
-        if Arc::get_mut(&mut self.samples).is_none() {
-            let mut owned = Vec::with_capacity(self.samples.len() + extra);
-            owned.extend(self.samples.iter().cloned());
-            self.samples = Arc::new(owned);
+    /// The older samples still in the window.
+    fn older(&self) -> &[Sample] {
+        self.frozen.get(self.skip..).unwrap_or_default()
+    }
+
+    /// Every sample in time order.
+    fn samples(&self) -> Samples<'_> {
+        Samples {
+            older: self.older().iter(),
+            newer: self.recent.iter(),
+        }
+    }
+
+    /// The sample at `index` in time order.
+    fn get(&self, index: usize) -> Option<&Sample> {
+        let older = self.older();
+        match index.checked_sub(older.len()) {
+            None => older.get(index),
+            Some(i) => self.recent.get(i),
+        }
+    }
+
+    /// The number of samples before the first for which `pred` is false (`pred` must be true
+    /// for a prefix of the samples in time order, as for `slice::partition_point`).
+    fn partition_point(&self, pred: impl Fn(&Sample) -> bool) -> usize {
+        let older = self.older();
+        let p = older.partition_point(&pred);
+        if p < older.len() {
+            p
+        } else {
+            p + self.recent.partition_point(pred)
+        }
+    }
+
+    /// The newest samples to change, copied first (with room for one more) if a clone shares them.
+    fn recent_mut(&mut self) -> &mut Vec<Sample> {
+        if Arc::get_mut(&mut self.recent).is_none() {
+            let mut owned = Vec::with_capacity(self.recent.len() + 1);
+            owned.extend(self.recent.iter().cloned());
+            self.recent = Arc::new(owned);
         }
         // Unique now, so this does not copy again.
-        Arc::make_mut(&mut self.samples)
+        Arc::make_mut(&mut self.recent)
+    }
+
+    /// Every sample as one list to change anywhere (the older part joins the newest).
+    fn all_mut(&mut self) -> &mut Vec<Sample> {
+        if !self.older().is_empty() {
+            let mut all = Vec::with_capacity(self.len() + 1);
+            all.extend(self.samples().cloned());
+            self.recent = Arc::new(all);
+        }
+        self.frozen = Arc::default();
+        self.skip = 0;
+        self.recent_mut()
+    }
+
+    /// Adds `sample`, after every sample held.
+    fn append(&mut self, sample: Sample) {
+        self.recent_mut().push(sample);
+        if self.recent.len() >= Self::RECENT_SAMPLES {
+            self.freeze();
+        }
+    }
+
+    /// Makes every sample held the older part, dropping the skipped ones.
+    fn freeze(&mut self) {
+        self.frozen = self.samples().cloned().collect();
+        self.skip = 0;
+        self.recent = Arc::default();
     }
 
     /// Puts `snapshot` at `at`, replacing a snapshot at the same instant (as the reference's map put).
     pub fn insert(&mut self, at: DateTime<Utc>, snapshot: CollectedMetrics) {
-        let position = self.samples.partition_point(|s| s.at < at);
-        let before = position.checked_sub(1).and_then(|p| self.samples.get(p));
+        let position = self.partition_point(|s| s.at < at);
+        let before = position.checked_sub(1).and_then(|p| self.get(p));
         let sample = Sample::new(at, snapshot, before);
-        let samples = self.samples_mut(1);
+        if position == self.len() {
+            self.append(sample);
+            return;
+        }
+        let samples = self.all_mut();
         match samples.get_mut(position) {
             Some(slot) if slot.at == at => *slot = sample,
             _ => samples.insert(position, sample),
+        }
+        if self.recent.len() >= Self::RECENT_SAMPLES {
+            self.freeze();
         }
     }
 
@@ -142,67 +248,74 @@ impl MetricHistory {
         {
             return Err(MetricsError::OutOfOrderSnapshot { at, latest });
         }
-        let sample = Sample::new(at, snapshot, self.samples.last());
-        self.samples_mut(1).push(sample);
+        let sample = Sample::new(at, snapshot, self.samples().next_back());
+        self.append(sample);
         Ok(())
     }
 
     /// Number of snapshots.
     pub fn len(&self) -> usize {
-        self.samples.len()
+        self.older().len() + self.recent.len()
     }
 
     /// Whether there is no snapshot.
     pub fn is_empty(&self) -> bool {
-        self.samples.is_empty()
+        self.len() == 0
     }
 
     /// Time of the oldest snapshot.
     pub fn first_time(&self) -> Option<DateTime<Utc>> {
-        self.samples.first().map(|s| s.at)
+        self.samples().next().map(|s| s.at)
     }
 
     /// Time of the newest snapshot.
     pub fn latest_time(&self) -> Option<DateTime<Utc>> {
-        self.samples.last().map(|s| s.at)
+        self.samples().next_back().map(|s| s.at)
     }
 
     /// The newest snapshot.
     pub fn latest(&self) -> Option<&CollectedMetrics> {
-        self.samples.last().map(|s| &*s.entry)
+        self.samples().next_back().map(|s| &*s.entry)
     }
 
     /// Snapshots in time order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&DateTime<Utc>, &CollectedMetrics)> + ExactSizeIterator {
-        self.samples.iter().map(|s| (&s.at, &*s.entry))
+        self.samples().map(|s| (&s.at, &*s.entry))
     }
 
     /// Snapshots in time order, each as its clones share it: two histories hold the same
     /// snapshot when [`SharedSnapshot::ptr_eq`] says so (a store can tell which snapshots it
     /// already has).
     pub fn shared(&self) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &SharedSnapshot)> + ExactSizeIterator {
-        self.samples.iter().map(|s| (s.at, &s.entry))
+        self.samples().map(|s| (s.at, &s.entry))
     }
 
     /// Snapshots in time order with their digests.
     pub(crate) fn with_columns(
         &self,
     ) -> impl DoubleEndedIterator<Item = (DateTime<Utc>, &CollectedMetrics, &Columns)> + ExactSizeIterator {
-        self.samples
-            .iter()
-            .map(|s| (s.at, &s.entry.0.snapshot, &s.entry.0.columns))
+        self.samples().map(|s| (s.at, &s.entry.0.snapshot, &s.entry.0.columns))
     }
 
     /// Removes every snapshot.
     pub fn clear(&mut self) {
-        self.samples = Arc::default();
+        *self = Self::default();
     }
 
     /// Removes every snapshot taken strictly before `cutoff`.
     pub fn remove_before(&mut self, cutoff: DateTime<Utc>) {
-        let keep_from = self.samples.partition_point(|s| s.at < cutoff);
-        if keep_from > 0 {
-            self.samples_mut(0).drain(..keep_from);
+        let keep_from = self.partition_point(|s| s.at < cutoff);
+        let older = self.older().len();
+        if keep_from <= older {
+            // Only older samples go: skipped, not copied (the next freeze drops them).
+            self.skip += keep_from;
+            if self.skip >= Self::RECENT_SAMPLES {
+                self.freeze();
+            }
+        } else {
+            self.frozen = Arc::default();
+            self.skip = 0;
+            self.recent_mut().drain(..keep_from - older);
         }
     }
 }
@@ -217,7 +330,9 @@ impl FromIterator<(DateTime<Utc>, CollectedMetrics)> for MetricHistory {
             samples.push(sample);
         }
         Self {
-            samples: Arc::new(samples),
+            frozen: samples.into(),
+            skip: 0,
+            recent: Arc::default(),
         }
     }
 }
@@ -317,13 +432,105 @@ mod tests {
         assert_eq!(pushed.latest(), Some(&snapshot(&["b", "c", "d"])));
     }
 
+    fn same_parts(a: &MetricHistory, b: &MetricHistory) -> bool {
+        Arc::ptr_eq(&a.frozen, &b.frozen) && a.skip == b.skip && Arc::ptr_eq(&a.recent, &b.recent)
+    }
+
+    /// One step of the model test: what is done to the history.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(i64),
+        Push(i64),
+        RemoveBefore(i64),
+        Clear,
+        /// Keeps a clone, checked against the model as it was, at the end.
+        Keep,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0i64..400).prop_map(Op::Insert),
+            8 => (0i64..400).prop_map(Op::Push),
+            4 => (0i64..400).prop_map(Op::RemoveBefore),
+            1 => Just(Op::Clear),
+            3 => Just(Op::Keep),
+        ]
+    }
+
+    /// A snapshot that tells which instant and which operation put it there.
+    fn marked(secs: i64, step: usize) -> CollectedMetrics {
+        let mut snapshot = snapshot(&["a"]);
+        snapshot.global_metrics =
+            MetricValues::from_iter([(ScalingMetric::HeapMemoryUsed, (secs * 1000 + step as i64) as f64)]);
+        snapshot
+    }
+
+    fn contents(history: &MetricHistory) -> Vec<(DateTime<Utc>, CollectedMetrics)> {
+        history.iter().map(|(t, s)| (*t, s.clone())).collect()
+    }
+
+    proptest::proptest! {
+        /// Whatever is done to a history and its clones, it holds what a sorted map would, each
+        /// clone keeps what it held when taken, and every view (length, ends, both iteration
+        /// directions, the shared snapshots) agrees.
+        #[test]
+        fn a_history_and_its_clones_behave_as_sorted_maps(ops in proptest::collection::vec(op(), 0..120)) {
+            let mut history = MetricHistory::new();
+            let mut model: BTreeMap<DateTime<Utc>, CollectedMetrics> = BTreeMap::new();
+            let mut kept: Vec<(MetricHistory, Vec<(DateTime<Utc>, CollectedMetrics)>)> = Vec::new();
+            for (step, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Insert(t) => {
+                        history.insert(at(t), marked(t, step));
+                        model.insert(at(t), marked(t, step));
+                    }
+                    Op::Push(t) => {
+                        let accepted = history.push(at(t), marked(t, step)).is_ok();
+                        let expected = model.keys().next_back().is_none_or(|&latest| at(t) > latest);
+                        proptest::prop_assert_eq!(accepted, expected);
+                        if expected {
+                            model.insert(at(t), marked(t, step));
+                        }
+                    }
+                    Op::RemoveBefore(t) => {
+                        history.remove_before(at(t));
+                        model = model.split_off(&at(t));
+                    }
+                    Op::Clear => {
+                        history.clear();
+                        model.clear();
+                    }
+                    Op::Keep => kept.push((history.clone(), model.clone().into_iter().collect())),
+                }
+                let expected: Vec<(DateTime<Utc>, CollectedMetrics)> = model.clone().into_iter().collect();
+                proptest::prop_assert_eq!(contents(&history), expected.clone());
+                proptest::prop_assert_eq!(history.len(), model.len());
+                proptest::prop_assert_eq!(history.is_empty(), model.is_empty());
+                proptest::prop_assert_eq!(history.first_time(), model.keys().next().copied());
+                proptest::prop_assert_eq!(history.latest_time(), model.keys().next_back().copied());
+                proptest::prop_assert_eq!(history.latest(), model.values().next_back());
+                let backwards: Vec<DateTime<Utc>> = history.shared().rev().map(|(t, _)| t).collect();
+                proptest::prop_assert_eq!(backwards, model.keys().rev().copied().collect::<Vec<_>>());
+                proptest::prop_assert_eq!(history.iter().len(), model.len());
+                proptest::prop_assert!(history.older().len() <= history.frozen.len());
+                proptest::prop_assert!(history.recent.len() < MetricHistory::RECENT_SAMPLES);
+            }
+            for (clone, expected) in &kept {
+                proptest::prop_assert_eq!(&contents(clone), expected);
+                let rebuilt: MetricHistory = expected.iter().cloned().collect();
+                proptest::prop_assert!(*clone == rebuilt);
+            }
+        }
+    }
+
     #[test]
     fn clones_share_samples_until_one_changes() {
         let history: MetricHistory = [(at(1), snapshot(&["a"])), (at(2), snapshot(&["a", "b"]))]
             .into_iter()
             .collect();
         let mut changed = history.clone();
-        assert!(Arc::ptr_eq(&history.samples, &changed.samples));
+        assert!(same_parts(&history, &changed));
         changed.insert(at(3), snapshot(&["b"]));
         changed.remove_before(at(2));
         // The original is untouched; the changed one still shares the snapshot it kept.
@@ -343,7 +550,7 @@ mod tests {
         // A history that trims nothing does not copy.
         let mut untouched = history.clone();
         untouched.remove_before(at(0));
-        assert!(Arc::ptr_eq(&history.samples, &untouched.samples));
+        assert!(same_parts(&history, &untouched));
     }
 
     #[test]
