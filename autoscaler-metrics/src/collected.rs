@@ -466,7 +466,10 @@ mod tests {
         snapshot
     }
 
-    fn contents(history: &MetricHistory) -> Vec<(DateTime<Utc>, CollectedMetrics)> {
+    /// A history's snapshots with their instants, in time order.
+    type Contents = Vec<(DateTime<Utc>, CollectedMetrics)>;
+
+    fn contents(history: &MetricHistory) -> Contents {
         history.iter().map(|(t, s)| (*t, s.clone())).collect()
     }
 
@@ -478,7 +481,7 @@ mod tests {
         fn a_history_and_its_clones_behave_as_sorted_maps(ops in proptest::collection::vec(op(), 0..120)) {
             let mut history = MetricHistory::new();
             let mut model: BTreeMap<DateTime<Utc>, CollectedMetrics> = BTreeMap::new();
-            let mut kept: Vec<(MetricHistory, Vec<(DateTime<Utc>, CollectedMetrics)>)> = Vec::new();
+            let mut kept: Vec<(MetricHistory, Contents)> = Vec::new();
             for (step, op) in ops.into_iter().enumerate() {
                 match op {
                     Op::Insert(t) => {
@@ -503,7 +506,7 @@ mod tests {
                     }
                     Op::Keep => kept.push((history.clone(), model.clone().into_iter().collect())),
                 }
-                let expected: Vec<(DateTime<Utc>, CollectedMetrics)> = model.clone().into_iter().collect();
+                let expected: Contents = model.clone().into_iter().collect();
                 proptest::prop_assert_eq!(contents(&history), expected.clone());
                 proptest::prop_assert_eq!(history.len(), model.len());
                 proptest::prop_assert_eq!(history.is_empty(), model.is_empty());
