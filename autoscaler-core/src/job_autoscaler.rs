@@ -64,7 +64,7 @@ pub struct JobAutoScalerImpl<K, Ctx> {
 /// configuration it has not seen (at most [`OptionsCache::CAPACITY`] are kept).
 ///
 /// Looking a configuration up hashes all of its entries every cycle, so the map uses foldhash
-/// (seeded per process), which is several times cheaper than SipHash on these keys.
+/// (seeded per process), which is cheaper than the standard SipHash on these string keys.
 #[derive(Default)]
 struct OptionsCache {
     parsed: std::sync::Mutex<

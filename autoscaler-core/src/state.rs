@@ -206,23 +206,32 @@ where
     /// The default calls the matching `store_*` of each part; a store that can writes them under
     /// one lock. Like every write, they are persisted by the next [`flush`](Self::flush).
     async fn store_job_state(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> StateResult<()> {
-        if changes.metric_history {
+        // Every part named, so a part added to the state cannot be left unwritten.
+        let StateChanges {
+            metric_history,
+            scaling_history,
+            scaling_tracking,
+            delayed_scale_down,
+            parallelism_overrides,
+            config_changes,
+        } = *changes;
+        if metric_history {
             self.store_collected_metrics(ctx, &state.metric_history).await?;
         }
-        if changes.scaling_history {
+        if scaling_history {
             self.store_scaling_history(ctx, &state.scaling_history).await?;
         }
-        if changes.scaling_tracking {
+        if scaling_tracking {
             self.store_scaling_tracking(ctx, &state.scaling_tracking).await?;
         }
-        if changes.parallelism_overrides {
+        if parallelism_overrides {
             self.store_parallelism_overrides(ctx, &state.parallelism_overrides)
                 .await?;
         }
-        if changes.config_changes {
+        if config_changes {
             self.store_config_changes(ctx, &state.config_changes).await?;
         }
-        if changes.delayed_scale_down {
+        if delayed_scale_down {
             self.store_delayed_scale_down(ctx, &state.delayed_scale_down).await?;
         }
         Ok(())

@@ -202,24 +202,25 @@ impl MetricHistory {
             all.extend(self.samples().cloned());
             self.recent = Arc::new(all);
         }
-        self.frozen = Arc::default();
-        self.skip = 0;
+        self.drop_older();
         self.recent_mut()
     }
 
-    /// Adds `sample`, after every sample held.
-    fn append(&mut self, sample: Sample) {
-        self.recent_mut().push(sample);
-        if self.recent.len() >= Self::RECENT_SAMPLES {
-            self.freeze();
-        }
+    /// Forgets the older part (its samples are gone or already in `recent`).
+    fn drop_older(&mut self) {
+        self.frozen = Arc::default();
+        self.skip = 0;
     }
 
-    /// Makes every sample held the older part, dropping the skipped ones.
-    fn freeze(&mut self) {
-        self.frozen = self.samples().cloned().collect();
-        self.skip = 0;
-        self.recent = Arc::default();
+    /// The one rule of when the parts are rebuilt: once the newest part has
+    /// [`RECENT_SAMPLES`](Self::RECENT_SAMPLES) samples, or as many older ones are skipped,
+    /// every sample held becomes the older part (dropping the skipped ones).
+    fn settle(&mut self) {
+        if self.recent.len() >= Self::RECENT_SAMPLES || self.skip >= Self::RECENT_SAMPLES {
+            self.frozen = self.samples().cloned().collect();
+            self.skip = 0;
+            self.recent = Arc::default();
+        }
     }
 
     /// Puts `snapshot` at `at`, replacing a snapshot at the same instant (as the reference's map put).
@@ -228,17 +229,15 @@ impl MetricHistory {
         let before = position.checked_sub(1).and_then(|p| self.get(p));
         let sample = Sample::new(at, snapshot, before);
         if position == self.len() {
-            self.append(sample);
-            return;
+            self.recent_mut().push(sample);
+        } else {
+            let samples = self.all_mut();
+            match samples.get_mut(position) {
+                Some(slot) if slot.at == at => *slot = sample,
+                _ => samples.insert(position, sample),
+            }
         }
-        let samples = self.all_mut();
-        match samples.get_mut(position) {
-            Some(slot) if slot.at == at => *slot = sample,
-            _ => samples.insert(position, sample),
-        }
-        if self.recent.len() >= Self::RECENT_SAMPLES {
-            self.freeze();
-        }
+        self.settle();
     }
 
     /// Appends `snapshot`, rejecting one that is not strictly after the latest snapshot.
@@ -249,7 +248,8 @@ impl MetricHistory {
             return Err(MetricsError::OutOfOrderSnapshot { at, latest });
         }
         let sample = Sample::new(at, snapshot, self.samples().next_back());
-        self.append(sample);
+        self.recent_mut().push(sample);
+        self.settle();
         Ok(())
     }
 
@@ -307,16 +307,13 @@ impl MetricHistory {
         let keep_from = self.partition_point(|s| s.at < cutoff);
         let older = self.older().len();
         if keep_from <= older {
-            // Only older samples go: skipped, not copied (the next freeze drops them).
+            // Only older samples go: skipped, not copied (a later rebuild drops them).
             self.skip += keep_from;
-            if self.skip >= Self::RECENT_SAMPLES {
-                self.freeze();
-            }
         } else {
-            self.frozen = Arc::default();
-            self.skip = 0;
+            self.drop_older();
             self.recent_mut().drain(..keep_from - older);
         }
+        self.settle();
     }
 }
 

@@ -12,7 +12,8 @@ use crate::history_stats::{AverageAccumulator, AverageColumn};
 use crate::{CollectedMetrics, JobTopology, MetricHistory, ScalingMetric, VertexId};
 use std::sync::Arc;
 
-/// The metrics a [`Columns`] holds, column `c` being `WINDOW_COLUMNS[c]`.
+/// The metrics a [`Columns`] holds, column `c` being `WINDOW_COLUMNS[c]`; the ones window
+/// averages read come first ([`AVERAGED_COLUMNS`]).
 pub(crate) const WINDOW_COLUMNS: [ScalingMetric; 8] = [
     ScalingMetric::Load,
     ScalingMetric::NumRecordsInPerSecond,
@@ -52,10 +53,15 @@ pub(crate) struct Columns {
     pub(crate) union: u32,
     /// Bit `c` is set when no value of column `c` is infinite.
     no_infinite: u32,
-    /// For each column, the positions whose value is NaN (absent, mostly), ascending; the same
-    /// allocation as the neighbouring snapshot's where they are the same positions.
-    nan_positions: [Arc<[u32]>; WINDOW_COLUMNS.len()],
+    /// For each of the first [`AVERAGED_COLUMNS`] columns, the positions whose value is NaN
+    /// (absent, mostly), ascending; the same allocation as the neighbouring snapshot's where they
+    /// are the same positions.
+    nan_positions: [Arc<[u32]>; AVERAGED_COLUMNS],
 }
+
+/// How many of [`WINDOW_COLUMNS`], from the first, window averages read (the others are
+/// counters, read at the ends of the window only): only these get their NaN positions.
+const AVERAGED_COLUMNS: usize = 4;
 
 impl Columns {
     /// The digest of `snapshot`, sharing `neighbour`'s id list when it lists the same vertices.
@@ -116,10 +122,11 @@ impl Columns {
         self.no_infinite & (1 << c) != 0
     }
 
-    /// The positions where column `c` is NaN, ascending.
+    /// The positions where column `c` is NaN, ascending; `None` for a column window averages do
+    /// not read ([`AVERAGED_COLUMNS`]).
     #[inline]
-    pub(crate) fn nan_positions(&self, c: usize) -> &Arc<[u32]> {
-        &self.nan_positions[c]
+    pub(crate) fn nan_positions(&self, c: usize) -> Option<&Arc<[u32]>> {
+        self.nan_positions.get(c)
     }
 
     /// The value of column `c` for the id at position `k`.
@@ -185,11 +192,12 @@ pub(crate) fn scan<const N: usize>(
             run_columns.extend(run.iter().map(|columns| columns.column(column)));
             // Where the run's columns are NaN at the same positions throughout and infinite
             // nowhere, those positions take no sample and every other one a finite sample.
-            let nan = first.nan_positions(column);
-            let nan_only_at = run
-                .iter()
-                .all(|columns| columns.no_infinite(column) && Arc::ptr_eq(columns.nan_positions(column), nan))
-                .then_some(&**nan);
+            let nan_only_at = first.nan_positions(column).filter(|nan| {
+                run.iter().all(|columns| {
+                    columns.no_infinite(column) && columns.nan_positions(column).is_some_and(|n| Arc::ptr_eq(n, nan))
+                })
+            });
+            let nan_only_at = nan_only_at.map(|nan| &**nan);
             slot.push_columns(&run_columns, nan_only_at);
             for (k, vertex) in vertices.iter().enumerate() {
                 if let Some(v) = *vertex {

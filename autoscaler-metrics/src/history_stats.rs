@@ -168,52 +168,40 @@ impl AverageColumn {
                         .take_while(|&k| k < n)
                         .map(|k| (k, self.get(k))),
                 );
-                self.add_finite(columns, n);
+                self.feed::<true>(columns, n);
                 for &(k, state) in &saved {
                     (self.sum[k], self.count[k], self.infinite[k]) = (state.sum, state.count, state.infinite);
                 }
                 self.saved = saved;
             }
-            None => self.accumulate_all(columns, n),
+            None => self.feed::<false>(columns, n),
         }
     }
 
-    /// Adds every value of the first `n` positions of `columns`, each counted as a finite sample.
-    fn add_finite(&mut self, columns: &[&[f64]], n: usize) {
-        let (sum, count) = (&mut self.sum[..n], &mut self.count[..n]);
-        let whole = n - n % BLOCK;
-        for at in (0..whole).step_by(BLOCK) {
-            let mut s: [f64; BLOCK] = std::array::from_fn(|j| sum[at + j]);
-            for column in columns {
-                let values = &column[at..at + BLOCK];
-                for j in 0..BLOCK {
-                    s[j] += values[j];
-                }
-            }
-            sum[at..at + BLOCK].copy_from_slice(&s);
-        }
-        for (k, sum) in sum.iter_mut().enumerate().skip(whole) {
-            for column in columns {
-                *sum += column[k];
+    /// Feeds the first `n` positions of `columns`, a block at a time with the block's state in
+    /// registers through all the columns, then the positions left one by one. `ALL_FINITE`
+    /// plainly adds every value and counts each as a finite sample; otherwise each value goes
+    /// through [`accumulate`].
+    fn feed<const ALL_FINITE: bool>(&mut self, columns: &[&[f64]], n: usize) {
+        #[inline(always)]
+        fn take<const ALL_FINITE: bool>(sum: &mut f64, count: &mut u64, infinite: &mut u64, value: f64) {
+            if ALL_FINITE {
+                *sum += value;
+            } else {
+                accumulate(sum, count, infinite, value);
             }
         }
-        for count in count.iter_mut() {
-            *count += columns.len() as u64;
-        }
-    }
-
-    /// Feeds the first `n` positions of `columns` through [`accumulate`].
-    fn accumulate_all(&mut self, columns: &[&[f64]], n: usize) {
+        let samples = if ALL_FINITE { columns.len() as u64 } else { 0 };
         let (sum, count, infinite) = (&mut self.sum[..n], &mut self.count[..n], &mut self.infinite[..n]);
         let whole = n - n % BLOCK;
         for at in (0..whole).step_by(BLOCK) {
             let mut s: [f64; BLOCK] = std::array::from_fn(|j| sum[at + j]);
-            let mut c: [u64; BLOCK] = std::array::from_fn(|j| count[at + j]);
+            let mut c: [u64; BLOCK] = std::array::from_fn(|j| count[at + j] + samples);
             let mut inf: [u64; BLOCK] = std::array::from_fn(|j| infinite[at + j]);
             for column in columns {
                 let values = &column[at..at + BLOCK];
                 for j in 0..BLOCK {
-                    accumulate(&mut s[j], &mut c[j], &mut inf[j], values[j]);
+                    take::<ALL_FINITE>(&mut s[j], &mut c[j], &mut inf[j], values[j]);
                 }
             }
             sum[at..at + BLOCK].copy_from_slice(&s);
@@ -221,8 +209,9 @@ impl AverageColumn {
             infinite[at..at + BLOCK].copy_from_slice(&inf);
         }
         for k in whole..n {
+            count[k] += samples;
             for column in columns {
-                accumulate(&mut sum[k], &mut count[k], &mut infinite[k], column[k]);
+                take::<ALL_FINITE>(&mut sum[k], &mut count[k], &mut infinite[k], column[k]);
             }
         }
     }

@@ -286,13 +286,22 @@ impl AnyStateStore {
                 view.put(value.clone().into_value());
             }
         }
+        // Every part named, so a part added to the state cannot be left unwritten.
+        let StateChanges {
+            metric_history,
+            scaling_history,
+            scaling_tracking,
+            delayed_scale_down,
+            parallelism_overrides,
+            config_changes,
+        } = *changes;
         self.with_view(job_key, |view| {
-            put_if(view, changes.metric_history, &state.metric_history);
-            put_if(view, changes.scaling_history, &state.scaling_history);
-            put_if(view, changes.scaling_tracking, &state.scaling_tracking);
-            put_if(view, changes.parallelism_overrides, &state.parallelism_overrides);
-            put_if(view, changes.config_changes, &state.config_changes);
-            put_if(view, changes.delayed_scale_down, &state.delayed_scale_down);
+            put_if(view, metric_history, &state.metric_history);
+            put_if(view, scaling_history, &state.scaling_history);
+            put_if(view, scaling_tracking, &state.scaling_tracking);
+            put_if(view, parallelism_overrides, &state.parallelism_overrides);
+            put_if(view, config_changes, &state.config_changes);
+            put_if(view, delayed_scale_down, &state.delayed_scale_down);
         })
         .await
     }
