@@ -80,8 +80,8 @@ fn bench_cycle_exported(c: &mut Criterion) {
     use autoscaler_realizer::{
         rest::FlinkRestClient, rest::RestClientConfig, sources::JobLabels, sources::SourceJobContext,
     };
-    use flink_autoscaler::service::metrics::{LATENCY_BUCKETS, ServiceMetrics};
-    use flink_autoscaler::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore};
+    use flink_autoscaler_cli::service::metrics::{LATENCY_BUCKETS, ServiceMetrics};
+    use flink_autoscaler_cli::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore};
 
     let exporter = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(LATENCY_BUCKETS)

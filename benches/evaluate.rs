@@ -9,9 +9,9 @@
 
 use autoscaler_core::config::AutoScalerOptions;
 use autoscaler_metrics::{EvaluationConfig, JobTopology, MetricHistory, apply_window, evaluate};
+use autoscaler_replay::{ScenarioInput, parse_scenario};
 use chrono::{DateTime, Utc};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use flink_autoscaler::replay::{ScenarioInput, parse_scenario};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;

@@ -19,11 +19,9 @@
 //! (0.4..1.0, where the reference leaves a vertex alone) accounts for. `--verbose` lists every
 //! rescale. The last line summarizes the default configuration.
 
+use autoscaler_sim::harness::{ConvergenceReport, ConvergenceSummary, example_configuration, measure_convergence};
+use autoscaler_sim::{Simulator, workloads};
 use flink_autoscaler::core::config::Configuration;
-use flink_autoscaler::sim::harness::{
-    ConvergenceReport, ConvergenceSummary, example_configuration, measure_convergence,
-};
-use flink_autoscaler::sim::{Simulator, workloads};
 use std::time::{Duration, Instant};
 
 fn parallelism_list(report: &ConvergenceReport) -> (String, String) {

@@ -15,6 +15,9 @@
 //! Acme's realizer rolls it out (`realize_config_overrides`), which the Flink rescale API of the
 //! `run` binary cannot do.
 
+use autoscaler_sim::harness::example_configuration;
+use autoscaler_sim::sim_instant;
+use autoscaler_sim::{SimHandle, Simulator, workloads};
 use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::{
     AutoScalerEventHandler, BasicJobContext, CollectError, CollectedJobMetrics, ConfigChanges, EventType, FetchError,
@@ -22,9 +25,6 @@ use flink_autoscaler::core::{
     ScalingRealizer, async_trait, config::AutoScalerOptions, config::Configuration,
 };
 use flink_autoscaler::metrics::{CollectedMetrics, MetricValues, ScalingMetric};
-use flink_autoscaler::sim::harness::example_configuration;
-use flink_autoscaler::sim::sim_instant;
-use flink_autoscaler::sim::{SimHandle, Simulator, workloads};
 use flink_autoscaler::state::InMemoryStateStore;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

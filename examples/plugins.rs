@@ -38,13 +38,13 @@
 //! 17:10:00 Scaling execution enabled, begin scaling vertices:{ Vertex ID parse | Parallelism 4 -> 2 | ...
 //! ```
 
+use autoscaler_sim::harness::{SimAutoscaler, example_configuration};
+use autoscaler_sim::{RateProfile, SimEdge, SimJob, SimSettings, SimTaskManagerMemory, SimVertex, Simulator};
 use flink_autoscaler::core::plugins::{
     AlignmentModeContext, BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor, ParallelismAlignmentMode, PluginError,
     PluginRegistry,
 };
 use flink_autoscaler::metrics::ShipStrategy;
-use flink_autoscaler::sim::harness::{SimAutoscaler, example_configuration};
-use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimSettings, SimTaskManagerMemory, SimVertex, Simulator};
 use std::time::{Duration, Instant};
 
 /// An alignment mode: the target rounded up to a multiple of the `of` parameter (default 2), for

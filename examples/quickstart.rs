@@ -12,8 +12,8 @@
 //! (`sim::harness::example_configuration`): metric window 3 min, stabilization 1 min, scale-down
 //! interval 5 min, catch-up 10 min, restart time 30 s.
 
-use flink_autoscaler::sim::harness::{CycleRecord, SimAutoscaler, example_configuration};
-use flink_autoscaler::sim::{Simulator, workloads};
+use autoscaler_sim::harness::{CycleRecord, SimAutoscaler, example_configuration};
+use autoscaler_sim::{Simulator, workloads};
 use std::time::{Duration, Instant};
 
 fn clock(t: Duration) -> String {

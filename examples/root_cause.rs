@@ -16,8 +16,8 @@
 //! baseline run's window (every 10 s, converted as a collector would). A predicted bottleneck is a
 //! true positive if it is a true bottleneck; precision = TP / (TP + FP), recall = TP / (TP + FN).
 
-use flink_autoscaler::sim::bottleneck::{CaseOutcome, Score, TruthSettings, evaluate_case, situations, variants};
-use flink_autoscaler::sim::workloads::{self, Workload};
+use autoscaler_sim::bottleneck::{CaseOutcome, Score, TruthSettings, evaluate_case, situations, variants};
+use autoscaler_sim::workloads::{self, Workload};
 use std::time::Instant;
 
 fn set(s: &std::collections::BTreeSet<String>) -> String {

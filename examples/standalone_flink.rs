@@ -12,6 +12,7 @@
 //! demo job reacts within minutes; job configuration from the cluster overrides them. State is
 //! kept in memory. `e2e/` has scripts that start a local Flink 2.3 with a bottleneck job.
 
+use autoscaler_sim::harness::example_configuration;
 use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::{AutoScalerEventHandler, BasicJobContext, LoggingEventHandler};
 use flink_autoscaler::core::{ControlLoopOptions, StandaloneAutoscaler};
@@ -19,7 +20,6 @@ use flink_autoscaler::realizer::{
     CooldownConfig, CooldownRealizer, FlinkClusterJobListFetcher, RescaleApiScalingRealizer, RestMetricsCollector,
     rest::FlinkRestClient, rest::RestClientConfig,
 };
-use flink_autoscaler::sim::harness::example_configuration;
 use flink_autoscaler::state::InMemoryStateStore;
 use std::sync::Arc;
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //! `job.autoscaler.utilization.target=0.5`), through the library's `replay` API, and the two
 //! decisions are compared vertex by vertex.
 
-use flink_autoscaler::replay::replay_str;
+use autoscaler_replay::replay_str;
 use serde_json::Value;
 
 const DEFAULT_SCENARIO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bench/chain-10.json");

@@ -1,28 +1,27 @@
 //! # flink-autoscaler
 //!
-//! Facade of flink-autoscaler-rs: re-exports the member crates and implements the `replay` tool.
+//! The facade of flink-autoscaler-rs: it only re-exports the member crates, so one dependency
+//! brings the autoscaler, with the heavy parts behind cargo features (as `kube` does):
+//!
+//! | module | crate | feature |
+//! |---|---|---|
+//! | [`metrics`] | `autoscaler-metrics`: the pure evaluation engine | always |
+//! | [`core`] | `autoscaler-core`: traits, options, the cycle, decisions, the standalone loop | always |
+//! | `state` | `autoscaler-state`: in-memory, SQLite, PostgreSQL and MySQL state stores | `state` (default) |
+//! | `realizer` | `autoscaler-realizer`: the Flink REST client, collector, realizer, fetchers | `realizer` (default) |
+//! | `replay` | `autoscaler-replay`: scenario and recording replay, explanations | `replay` |
+//!
+//! The `flink-autoscaler` binary is the crate `flink-autoscaler-cli`; the simulated Flink job of
+//! the examples and tests is `autoscaler-sim`, which is not published.
 
 pub use autoscaler_core as core;
 pub use autoscaler_metrics as metrics;
+#[cfg(feature = "realizer")]
 pub use autoscaler_realizer as realizer;
-pub use autoscaler_sim as sim;
+#[cfg(feature = "replay")]
+pub use autoscaler_replay as replay;
+#[cfg(feature = "state")]
 pub use autoscaler_state as state;
-
-pub mod explain;
-pub mod fuzzing;
-pub mod recording;
-pub mod replay;
-pub mod service;
-pub mod status;
-
-/// The plugins a job's configuration can select (by the `.class` value) in `run` and in
-/// `replay --recording`: [`BusinessHoursExecutor`](autoscaler_core::plugins::BusinessHoursExecutor)
-/// as `business-hours`. No cluster-resource check is set (the reference's default allows
-/// everything).
-pub fn stock_plugins() -> autoscaler_core::plugins::PluginRegistry {
-    use autoscaler_core::plugins::{BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor, PluginRegistry};
-    PluginRegistry::new().with_executor(BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor)
-}
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

@@ -3,8 +3,8 @@
 //! defaults, the autoscaler needs a median of at most 2 rescales per load change, at most 3 in any,
 //! and never oscillates. The README quotes the same summary line.
 
-use flink_autoscaler::sim::harness::{ConvergenceSummary, example_configuration, measure_convergence};
-use flink_autoscaler::sim::{Simulator, workloads};
+use autoscaler_sim::harness::{ConvergenceSummary, example_configuration, measure_convergence};
+use autoscaler_sim::{Simulator, workloads};
 use std::time::Duration;
 
 #[tokio::test(flavor = "current_thread")]

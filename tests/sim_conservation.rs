@@ -2,8 +2,8 @@
 //! records are neither created nor lost beyond selectivity, busy + backpressured + idle is 1000 ms
 //! per second for every subtask, no subtask processes above its capacity, and buffers stay bounded.
 
+use autoscaler_sim::{RateProfile, SimEdge, SimJob, SimSettings, SimVertex, Simulator};
 use flink_autoscaler::metrics::ShipStrategy;
-use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimSettings, SimVertex, Simulator};
 use proptest::prelude::*;
 use std::time::Duration;
 

@@ -2,10 +2,10 @@
 //! load drop inside the window is not followed by a scale-down until the window ends, while the
 //! scale-up before it goes through.
 
+use autoscaler_sim::harness::{SimAutoscaler, example_configuration};
+use autoscaler_sim::{RateProfile, SimEdge, SimJob, SimVertex, Simulator};
 use flink_autoscaler::core::plugins::{BUSINESS_HOURS_EXECUTOR, BusinessHoursExecutor, PluginRegistry};
 use flink_autoscaler::metrics::ShipStrategy;
-use flink_autoscaler::sim::harness::{SimAutoscaler, example_configuration};
-use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimVertex, Simulator};
 use std::time::Duration;
 
 #[tokio::test]

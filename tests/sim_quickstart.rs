@@ -1,13 +1,11 @@
 //! The quickstart job converges under the real autoscaler, driven directly and through the
 //! standalone control loop.
 
+use autoscaler_sim::harness::{SimAutoscaler, example_configuration};
+use autoscaler_sim::{SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer, Simulator, workloads};
 use flink_autoscaler::core::JobAutoScalerImpl;
 use flink_autoscaler::core::LoggingEventHandler;
 use flink_autoscaler::core::{ControlLoopOptions, StandaloneAutoscaler};
-use flink_autoscaler::sim::harness::{SimAutoscaler, example_configuration};
-use flink_autoscaler::sim::{
-    SimHandle, SimJobListFetcher, SimMetricsCollector, SimScalingRealizer, Simulator, workloads,
-};
 use flink_autoscaler::state::InMemoryStateStore;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,10 +58,10 @@ async fn the_standalone_loop_scales_the_simulated_job() {
 
 #[tokio::test]
 async fn the_collector_reports_flink_metrics_with_flink_meaning() {
+    use autoscaler_sim::sim_instant;
+    use autoscaler_sim::{RateProfile, SimEdge, SimJob, SimVertex};
     use flink_autoscaler::core::{MetricsCollector, config::AutoScalerOptions};
     use flink_autoscaler::metrics::{MetricHistory, ScalingMetric};
-    use flink_autoscaler::sim::sim_instant;
-    use flink_autoscaler::sim::{RateProfile, SimEdge, SimJob, SimVertex};
 
     // 3,000 records/s into a vertex that manages 1,000: the source is backpressured 900 ms/s.
     let job = SimJob::new("bp")
@@ -104,7 +102,7 @@ async fn the_collector_reports_flink_metrics_with_flink_meaning() {
 
 #[tokio::test]
 async fn runs_are_deterministic() {
-    use flink_autoscaler::sim::harness::measure_convergence;
+    use autoscaler_sim::harness::measure_convergence;
     let run = || async {
         let workload = workloads::benchmark()
             .into_iter()

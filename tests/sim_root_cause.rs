@@ -2,8 +2,8 @@
 //! designed bottleneck (relieving it raises throughput), and the rule, from `LOAD` and
 //! `BACKPRESSURE` alone, names the same vertex, with every backpressured vertex naming it.
 
+use autoscaler_sim::bottleneck::{TruthSettings, evaluate_case, situations};
 use flink_autoscaler::metrics::root_cause::Role;
-use flink_autoscaler::sim::bottleneck::{TruthSettings, evaluate_case, situations};
 use std::collections::BTreeSet;
 
 #[test]

@@ -1,7 +1,7 @@
 //! # autoscaler-sim
 //!
 //! A deterministic simulated Flink job to run the autoscaler against, and the harness that does so
-//! (re-exported by the facade as `flink_autoscaler::sim`).
+//! (a dev-dependency of the examples and tests, never public API of a published crate).
 //!
 //! - [`Simulator`]: a job of vertices with a per-subtask capacity, edges with ship strategies and
 //!   selectivities, sources with a [`RateProfile`] and a backlog; records move in small steps

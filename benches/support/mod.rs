@@ -9,8 +9,8 @@ use autoscaler_core::{
     async_trait,
 };
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
+use autoscaler_replay::{Scenario, ScenarioInput, parse_scenario};
 use chrono::{DateTime, Utc};
-use flink_autoscaler::replay::{Scenario, ScenarioInput, parse_scenario};
 use std::path::Path;
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! Fuzz target `config_values`: see `flink_autoscaler::fuzzing::config_values`.
+//! Fuzz target `config_values`: see `autoscaler_replay::fuzzing::config_values`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| flink_autoscaler::fuzzing::config_values(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoscaler_replay::fuzzing::config_values(data));

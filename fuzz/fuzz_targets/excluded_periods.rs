@@ -1,4 +1,4 @@
-//! Fuzz target `excluded_periods`: see `flink_autoscaler::fuzzing::excluded_periods`.
+//! Fuzz target `excluded_periods`: see `autoscaler_replay::fuzzing::excluded_periods`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| flink_autoscaler::fuzzing::excluded_periods(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoscaler_replay::fuzzing::excluded_periods(data));

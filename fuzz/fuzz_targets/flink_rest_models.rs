@@ -1,4 +1,4 @@
-//! Fuzz target `flink_rest_models`: see `flink_autoscaler::fuzzing::flink_rest_models`.
+//! Fuzz target `flink_rest_models`: see `autoscaler_replay::fuzzing::flink_rest_models`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| flink_autoscaler::fuzzing::flink_rest_models(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoscaler_replay::fuzzing::flink_rest_models(data));

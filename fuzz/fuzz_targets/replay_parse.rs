@@ -1,4 +1,4 @@
-//! Fuzz target `replay_parse`: see `flink_autoscaler::fuzzing::replay_parse`.
+//! Fuzz target `replay_parse`: see `autoscaler_replay::fuzzing::replay_parse`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| flink_autoscaler::fuzzing::replay_parse(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoscaler_replay::fuzzing::replay_parse(data));

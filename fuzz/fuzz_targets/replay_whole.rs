@@ -1,4 +1,4 @@
-//! Fuzz target `replay_whole`: see `flink_autoscaler::fuzzing::replay_whole`.
+//! Fuzz target `replay_whole`: see `autoscaler_replay::fuzzing::replay_whole`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| flink_autoscaler::fuzzing::replay_whole(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoscaler_replay::fuzzing::replay_whole(data));

@@ -1,4 +1,4 @@
-//! Fuzz target `state_codec`: see `flink_autoscaler::fuzzing::state_codec`.
+//! Fuzz target `state_codec`: see `autoscaler_replay::fuzzing::state_codec`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| flink_autoscaler::fuzzing::state_codec(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoscaler_replay::fuzzing::state_codec(data));

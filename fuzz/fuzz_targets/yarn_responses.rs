@@ -1,4 +1,4 @@
-//! Fuzz target `yarn_responses`: see `flink_autoscaler::fuzzing::yarn_responses`.
+//! Fuzz target `yarn_responses`: see `autoscaler_replay::fuzzing::yarn_responses`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| flink_autoscaler::fuzzing::yarn_responses(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| autoscaler_replay::fuzzing::yarn_responses(data));

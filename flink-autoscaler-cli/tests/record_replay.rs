@@ -3,14 +3,13 @@
 //! cycle over the recording. With the recorded configuration it reproduces every recorded decision
 //! record; with a changed target utilization it diverges, and says where and why.
 
-use flink_autoscaler::core::record::{JobOutcome, VertexReason};
-use flink_autoscaler::recording::{
-    DecisionPublisher, Entry, Recorder, RecorderOptions, RecordingCollector, open_recording_file, read_recording_file,
-};
-use flink_autoscaler::replay::recording::{RecordingReplay, WhatIf, render, replay_recording};
-use flink_autoscaler::sim::harness::{SimAutoscaler, SimCollector, SimEventHandler, example_configuration};
-use flink_autoscaler::sim::sim_instant;
-use flink_autoscaler::sim::{Simulator, workloads};
+use autoscaler_core::record::{JobOutcome, VertexReason};
+use autoscaler_replay::recording::{Entry, Recorder, RecorderOptions, open_recording_file, read_recording_file};
+use autoscaler_replay::recording_replay::{RecordingReplay, WhatIf, render, replay_recording};
+use autoscaler_sim::harness::{SimAutoscaler, SimCollector, SimEventHandler, example_configuration};
+use autoscaler_sim::sim_instant;
+use autoscaler_sim::{Simulator, workloads};
+use flink_autoscaler_cli::recording::{DecisionPublisher, RecordingCollector};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
@@ -214,7 +213,7 @@ fn the_command_prints_the_replay_and_its_json_feeds_explain() {
     assert_eq!(code, 0, "{stderr}");
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(doc["format"], "flink-autoscaler-recording-replay/1");
-    let records = flink_autoscaler::explain::records_in(&doc).unwrap_or_else(|e| panic!("{e}"));
+    let records = autoscaler_replay::explain::records_in(&doc).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(records.len(), doc["cycles"].as_array().map_or(0, Vec::len));
 }
 

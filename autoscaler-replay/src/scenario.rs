@@ -772,7 +772,7 @@ mod tests {
     use super::*;
 
     fn scenario_files() -> Vec<std::path::PathBuf> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut files = Vec::new();
         for dir in ["tests/scenarios", "tests/fixtures/bench", "tests/invalid"] {
             for entry in std::fs::read_dir(root.join(dir)).expect("test directory") {
@@ -789,7 +789,7 @@ mod tests {
 
     /// The result (or the error) of replaying what `parse` made of `text`.
     fn replayed(parsed: Res<Scenario>) -> Result<String, ScenarioError> {
-        let result = crate::replay::replay_result(parsed?)?;
+        let result = crate::replay_result(parsed?)?;
         Ok(serde_json::to_string(&result).expect("serializable"))
     }
 

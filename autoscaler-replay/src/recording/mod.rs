@@ -18,10 +18,8 @@
 //! configuration and the last topology, so any one file replays on its own. [`Recorder`] writes
 //! them; [`read_recording`] reads one back.
 
-mod hooks;
 mod writer;
 
-pub use hooks::{DecisionPublisher, RecordingCollector};
 pub use writer::{Recorder, RecorderOptions, job_file_name};
 
 use autoscaler_core::config::Configuration;
@@ -181,7 +179,7 @@ fn parse_entry(value: &Value, line: usize) -> Result<Entry, RecordingError> {
         "topology" => Ok(Entry::Topology {
             at: time(value.get("at"), line, "at")?,
             topology: Box::new(
-                crate::replay::parse_topology(field("topology")?)
+                crate::parse_topology(field("topology")?)
                     .map_err(|e| invalid(line, format!("{}: {}", e.path, e.message)))?,
             ),
         }),

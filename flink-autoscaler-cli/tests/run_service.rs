@@ -30,7 +30,7 @@ impl FakeFlink {
         let flag = Arc::clone(&stop);
         let overview = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/autoscaler-realizer/tests/fixtures/jobs-overview.json"
+            "/../autoscaler-realizer/tests/fixtures/jobs-overview.json"
         ))
         .expect("fixture");
         std::thread::spawn(move || {

@@ -1,7 +1,7 @@
 //! The service's HTTP server (axum): `/metrics` (Prometheus text), `/livez`, `/readyz`.
 //!
 //! [`router`] builds the routes; other parts of the service add theirs with
-//! [`axum::Router::merge`] before [`serve`] (the binary does it in `src/run.rs`, where the job
+//! [`axum::Router::merge`] before [`serve`] (the binary does it in `commands/run.rs`, where the job
 //! status routes `/jobs` and `/jobs/{key}` of [`crate::status::router`] are merged in). The server binds the address of `--metrics-addr` and stops
 //! with the autoscaler.
 

@@ -4,7 +4,6 @@
 //! only observe: what they wrap sees exactly what it would see without them, and a failed write is
 //! logged, never an error of the cycle.
 
-use super::{RecordedMetrics, Recorder};
 use crate::status::DecisionBoard;
 use autoscaler_core::ScalingReport;
 use autoscaler_core::record::DecisionRecord;
@@ -12,6 +11,7 @@ use autoscaler_core::{
     AutoScalerEventHandler, EventType, JobAutoScalerContext, async_trait, config::AutoScalerOptions,
 };
 use autoscaler_core::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
+use autoscaler_replay::recording::{RecordedMetrics, Recorder};
 use chrono::{DateTime, Utc};
 use std::fmt::Display;
 use std::sync::Arc;

@@ -1,13 +1,13 @@
 //! The recording format: what the recorder writes reads back identically, files rotate at their
 //! size bound and every file stays self-contained.
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use flink_autoscaler::core::config::Configuration;
-use flink_autoscaler::metrics::collection::{AggregatedMetric, FlinkMetric, IoMetrics, RawJobMetrics};
-use flink_autoscaler::metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
-use flink_autoscaler::recording::{
+use autoscaler_core::config::Configuration;
+use autoscaler_metrics::collection::{AggregatedMetric, FlinkMetric, IoMetrics, RawJobMetrics};
+use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
+use autoscaler_replay::recording::{
     Entry, RecordedMetrics, Recorder, RecorderOptions, read_recording, read_recording_file,
 };
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 
 fn at(s: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_714_557_600, 0).single().unwrap_or_default() + TimeDelta::seconds(s)

@@ -1,7 +1,7 @@
 //! The autoscaler as a service: many job sources in one process, Prometheus metrics, health
 //! endpoints, the reference standalone's configuration keys, secrets kept out of logs.
 //!
-//! The `flink-autoscaler run` binary is wired from these parts (`src/run.rs`); a platform can
+//! The `flink-autoscaler run` binary is wired from these parts (`commands/run.rs`); a platform can
 //! wire them the same way:
 //!
 //! - [`settings`]: CLI flags and `autoscaler.standalone.*` / `autoscaler.service.*` keys to

@@ -1,5 +1,5 @@
 //! Replays every input the fuzzers of `fuzz/` found a bug with (`fuzz/regressions/<target>/`),
-//! through the same entry points the fuzz targets call (`flink_autoscaler::fuzzing`). A normal
+//! through the same entry points the fuzz targets call (`autoscaler_replay::fuzzing`). A normal
 //! `cargo test` thus keeps every fuzzer finding fixed without a nightly toolchain.
 
 use std::path::Path;
@@ -7,18 +7,18 @@ use std::path::Path;
 type Target = fn(&[u8]);
 
 const TARGETS: [(&str, Target); 7] = [
-    ("replay_parse", flink_autoscaler::fuzzing::replay_parse),
-    ("replay_whole", flink_autoscaler::fuzzing::replay_whole),
-    ("flink_rest_models", flink_autoscaler::fuzzing::flink_rest_models),
-    ("config_values", flink_autoscaler::fuzzing::config_values),
-    ("excluded_periods", flink_autoscaler::fuzzing::excluded_periods),
-    ("state_codec", flink_autoscaler::fuzzing::state_codec),
-    ("yarn_responses", flink_autoscaler::fuzzing::yarn_responses),
+    ("replay_parse", autoscaler_replay::fuzzing::replay_parse),
+    ("replay_whole", autoscaler_replay::fuzzing::replay_whole),
+    ("flink_rest_models", autoscaler_replay::fuzzing::flink_rest_models),
+    ("config_values", autoscaler_replay::fuzzing::config_values),
+    ("excluded_periods", autoscaler_replay::fuzzing::excluded_periods),
+    ("state_codec", autoscaler_replay::fuzzing::state_codec),
+    ("yarn_responses", autoscaler_replay::fuzzing::yarn_responses),
 ];
 
 #[test]
 fn every_fuzzer_finding_stays_fixed() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions");
     let mut replayed = 0;
     let mut failures = Vec::new();
     for (name, target) in TARGETS {

@@ -25,7 +25,7 @@ static HEAP_MEASUREMENT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const HEAP_BOUND: usize = 64 << 20;
 
 fn base_scenarios() -> Vec<Value> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("tests/scenarios")
         .filter_map(Result::ok)
@@ -201,7 +201,7 @@ proptest! {
         let started = Instant::now();
         ALLOCATOR.reset_peak_usage();
         let baseline = ALLOCATOR.current_usage();
-        let outcome = flink_autoscaler::replay::replay_str(&text);
+        let outcome = autoscaler_replay::replay_str(&text);
         let heap = ALLOCATOR.peak_usage().saturating_sub(baseline);
         let elapsed = started.elapsed();
         prop_assert!(elapsed < Duration::from_secs(5), "took {elapsed:?} on {text}");
@@ -211,8 +211,8 @@ proptest! {
                 prop_assert_eq!(&result["format"], "flink-autoscaler-result/1");
                 // What the binary streams is the document, byte for byte.
                 let mut streamed = Vec::new();
-                flink_autoscaler::replay::parse_scenario(&text)
-                    .and_then(flink_autoscaler::replay::replay_result)
+                autoscaler_replay::parse_scenario(&text)
+                    .and_then(autoscaler_replay::replay_result)
                     .map_err(|e| TestCaseError::fail(format!("second replay failed: {e}")))?
                     .write_json(&mut streamed)
                     .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -280,8 +280,8 @@ impl std::io::Write for Counter {
 fn replay_peak_heap(text: &str) -> (usize, usize) {
     ALLOCATOR.reset_peak_usage();
     let baseline = ALLOCATOR.current_usage();
-    let scenario = flink_autoscaler::replay::parse_scenario(text).expect("a valid chain");
-    let result = flink_autoscaler::replay::replay_result(scenario).expect("replayed");
+    let scenario = autoscaler_replay::parse_scenario(text).expect("a valid chain");
+    let result = autoscaler_replay::replay_result(scenario).expect("replayed");
     let mut out = Counter(0);
     result.write_json(&mut out).expect("written");
     drop(result);

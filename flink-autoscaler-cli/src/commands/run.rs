@@ -1,7 +1,12 @@
 //! `flink-autoscaler run`: the standalone autoscaler as a service over any number of Flink clusters
-//! and YARN ResourceManagers (the parts live in `flink_autoscaler::service`; the HTTP server of
-//! `/metrics`, `/livez`, `/readyz` is `flink_autoscaler::service::http`).
+//! and YARN ResourceManagers (the parts live in `crate::service`; the HTTP server of
+//! `/metrics`, `/livez`, `/readyz` is `crate::service::http`).
 
+use crate::recording::{DecisionPublisher, RecordingCollector};
+use crate::service::metrics::{self, ServiceMetrics};
+use crate::service::settings::{self, EventsTarget};
+use crate::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore, http};
+use crate::status::DecisionBoard;
 use anyhow::{Context, Result, bail};
 use autoscaler_core::ControlLoopOptions;
 use autoscaler_core::secret::SecretSource;
@@ -14,11 +19,7 @@ use autoscaler_realizer::{
     CooldownConfig, CooldownRealizer, RescaleApiScalingRealizer, RescaleInFlightGuard, RestMetricsCollector,
     rest::RestClientConfig, sources::MultiSourceJobListFetcher, sources::SourceJobContext,
 };
-use flink_autoscaler::recording::{DecisionPublisher, Recorder, RecorderOptions, RecordingCollector};
-use flink_autoscaler::service::metrics::{self, ServiceMetrics};
-use flink_autoscaler::service::settings::{self, EventsTarget};
-use flink_autoscaler::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore, http};
-use flink_autoscaler::status::DecisionBoard;
+use autoscaler_replay::recording::{Recorder, RecorderOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,7 +110,7 @@ const MAX_CONFIG_DEPTH: usize = 64;
 /// `flink-conf.yaml` (flat `key: value` lines, which is also valid YAML).
 pub fn load_flink_yaml(path: &Path) -> Result<Configuration> {
     let text =
-        crate::read_limited(path, MAX_CONFIG_BYTES).with_context(|| format!("cannot read {}", path.display()))?;
+        crate::io::read_limited(path, MAX_CONFIG_BYTES).with_context(|| format!("cannot read {}", path.display()))?;
     parse_flink_yaml(&text).with_context(|| format!("{} is not valid Flink YAML", path.display()))
 }
 
@@ -225,7 +226,7 @@ fn warn_if_password_on_command_line(flag: &str, url: &str) {
 }
 
 /// A cleanup hook that drops a vanished job's status (`/jobs`).
-fn forget_status(board: &Arc<DecisionBoard>) -> flink_autoscaler::service::CleanupHook {
+fn forget_status(board: &Arc<DecisionBoard>) -> crate::service::CleanupHook {
     let board = Arc::clone(board);
     Arc::new(move |job: &String| board.remove(job))
 }
@@ -348,13 +349,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
                 .await
                 .with_context(|| format!("--status-addr {addr}"))?;
             tracing::info!(%addr, "job status on /jobs and /jobs/{{key}}");
-            Some(tokio::spawn(flink_autoscaler::status::serve(
-                listener,
-                board.clone(),
-                async {
-                    let _ = status_stopped.await;
-                },
-            )))
+            Some(tokio::spawn(crate::status::serve(listener, board.clone(), async {
+                let _ = status_stopped.await;
+            })))
         }
         None => None,
     };
@@ -366,7 +363,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let autoscaler: Arc<dyn JobAutoScaler<String, Ctx>> = if args.dry_run {
         let inner = Arc::new(
             JobAutoScalerImpl::new(collector, store, Arc::new(LogOnlyRealizer), events.clone())
-                .with_plugins(flink_autoscaler::stock_plugins()),
+                .with_plugins(autoscaler_replay::stock_plugins()),
         );
         Arc::new(ObservedAutoScaler::new(inner, metrics.clone()).on_cleanup(forget_status(&board)))
     } else {
@@ -381,7 +378,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         let realizer: Arc<dyn ScalingRealizer<String, Ctx>> = cooldown.clone();
         let inner = Arc::new(
             JobAutoScalerImpl::new(collector, store, realizer, events.clone())
-                .with_plugins(flink_autoscaler::stock_plugins()),
+                .with_plugins(autoscaler_replay::stock_plugins()),
         );
         Arc::new(RescaleInFlightGuard::new(
             ObservedAutoScaler::new(inner, metrics.clone()).on_cleanup(forget_status(&board)),
@@ -398,8 +395,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
                 .with_context(|| format!("--metrics-addr {addr}"))?;
             // The job status routes are served here too (issue 12: on the metrics address when
             // there is one), as well as on --status-addr when that is given.
-            let app =
-                http::router(metrics.clone(), Some(process)).merge(flink_autoscaler::status::router(board.clone()));
+            let app = http::router(metrics.clone(), Some(process)).merge(crate::status::router(board.clone()));
             tracing::info!(%addr, "serving /metrics, /livez, /readyz, /jobs and /jobs/{{key}}");
             Some(tokio::spawn(http::serve(listener, app, async {
                 let _ = http_stopped.await;
@@ -495,6 +491,35 @@ fn signal_count() -> tokio::sync::watch::Receiver<u32> {
         }
     });
     receiver
+}
+
+/// `run`: logging set up, then the service on a multi-threaded runtime.
+pub(crate) fn run_standalone(args: RunArgs) -> std::process::ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::io::report(&format!("flink-autoscaler: cannot start the runtime: {e}"));
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            crate::io::report(&format!("flink-autoscaler: {e:#}"));
+            std::process::ExitCode::from(1)
+        }
+    }
 }
 
 #[cfg(test)]

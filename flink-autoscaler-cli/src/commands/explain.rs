@@ -1,6 +1,6 @@
 //! The binary's `explain` command.
 
-use flink_autoscaler::explain::{records_in, render};
+use autoscaler_replay::explain::{records_in, render};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -27,7 +27,7 @@ pub fn explain(source: &str) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        match runtime.block_on(flink_autoscaler::status::fetch_loopback(
+        match runtime.block_on(crate::status::fetch_loopback(
             source,
             std::time::Duration::from_secs(10),
         )) {
@@ -38,7 +38,7 @@ pub fn explain(source: &str) -> ExitCode {
             }
         }
     } else {
-        match crate::read_input(source) {
+        match crate::io::read_input(source) {
             Ok(t) => t,
             Err(message) => {
                 eprintln!("{message}");

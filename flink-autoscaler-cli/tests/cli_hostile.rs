@@ -59,7 +59,7 @@ fn a_closed_stdout_pipe_fails_the_streamed_result_with_exit_1() {
     let write_end = reader.stdin.take().expect("piped stdin");
     reader.wait().expect("true exits");
     // A result larger than the output buffer: the write fails in the middle of the document.
-    let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench/dag-100.json");
+    let scenario = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bench/dag-100.json");
     let output = binary()
         .arg("replay")
         .arg(&scenario)

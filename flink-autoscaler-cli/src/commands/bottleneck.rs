@@ -94,9 +94,27 @@ pub async fn bottleneck(args: BottleneckArgs) -> Result<()> {
             "summary": explanation.as_ref().map(|e| e.summary(&topology)),
             "explanation": explanation
                 .as_ref()
-                .map(|e| flink_autoscaler::replay::explanation_json(e, &topology)),
+                .map(|e| autoscaler_replay::explanation_json(e, &topology)),
         });
         println!("{line}");
     }
     Ok(())
+}
+
+/// `bottleneck`: on a current-thread runtime.
+pub(crate) fn run_bottleneck(args: BottleneckArgs) -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("flink-autoscaler: cannot start the runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(bottleneck(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("flink-autoscaler: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
 }

@@ -91,13 +91,13 @@ fn run_cli(path: &Path) -> (i32, String, String) {
 
 #[test]
 fn scenario_cases_match_their_expectations() {
-    let cases = files("tests/scenarios");
+    let cases = files("../tests/scenarios");
     assert!(!cases.is_empty());
     let mut failures = Vec::new();
     for case in &cases {
         let text = std::fs::read_to_string(case).expect("read case");
         let scenario: Value = serde_json::from_str(&text).expect("case is JSON");
-        let result = match flink_autoscaler::replay::replay_str(&text) {
+        let result = match autoscaler_replay::replay_str(&text) {
             Ok(r) => r,
             Err(e) => {
                 failures.push(format!("{}: rejected: {e}", case.display()));
@@ -120,13 +120,13 @@ fn scenario_cases_match_their_expectations() {
 #[test]
 fn reference_results_on_the_bench_scenarios_match_in_full() {
     for name in ["chain-10", "dag-100"] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/bench");
         let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).expect("scenario");
         let expected: Value = serde_json::from_str(
             &std::fs::read_to_string(dir.join(format!("{name}.expected.json"))).expect("expected"),
         )
         .expect("expected JSON");
-        let result = flink_autoscaler::replay::replay_str(&text).expect("valid scenario");
+        let result = autoscaler_replay::replay_str(&text).expect("valid scenario");
         contains(&result, &expected, name).unwrap_or_else(|m| panic!("{m}"));
         // And nothing more than the reference reports, but for what the contract added after the
         // fixtures were recorded: the root-cause `explanation` (null here: the scenarios carry no
@@ -151,7 +151,7 @@ fn reference_results_on_the_bench_scenarios_match_in_full() {
 
 #[test]
 fn invalid_scenarios_exit_2_naming_the_field() {
-    for case in files("tests/invalid") {
+    for case in files("../tests/invalid") {
         let (code, stdout, stderr) = run_cli(&case);
         assert_eq!(code, 2, "{}: exit code {code}, stderr {stderr}", case.display());
         assert!(stdout.is_empty(), "{}: printed {stdout}", case.display());
@@ -178,7 +178,7 @@ fn invalid_scenarios_exit_2_naming_the_field() {
 #[test]
 fn replay_reads_stdin_and_prints_one_json_object() {
     use std::io::Write;
-    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/decision-only-scale-up.json");
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/decision-only-scale-up.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_flink-autoscaler"))
         .args(["replay", "-"])
         .stdin(std::process::Stdio::piped())
@@ -207,7 +207,7 @@ fn missing_file_is_invalid_input() {
 #[test]
 fn backpressure_changes_nothing_but_the_explanation() {
     let mut with_backpressure = 0;
-    for case in files("tests/scenarios") {
+    for case in files("../tests/scenarios") {
         let text = std::fs::read_to_string(&case).expect("read case");
         let mut scenario: Value = serde_json::from_str(&text).expect("case is JSON");
         let mut removed = 0;
@@ -226,8 +226,8 @@ fn backpressure_changes_nothing_but_the_explanation() {
             continue;
         }
         with_backpressure += 1;
-        let mut with = flink_autoscaler::replay::replay_str(&text).expect("valid scenario");
-        let mut without = flink_autoscaler::replay::replay_str(&scenario.to_string()).expect("still valid");
+        let mut with = autoscaler_replay::replay_str(&text).expect("valid scenario");
+        let mut without = autoscaler_replay::replay_str(&scenario.to_string()).expect("still valid");
         assert_eq!(without["explanation"], Value::Null, "{}", case.display());
         assert!(with["explanation"].is_object(), "{}", case.display());
         for result in [&mut with, &mut without] {
@@ -254,26 +254,26 @@ fn backpressure_changes_nothing_but_the_explanation() {
     );
 }
 
-/// The binary streams the result ([`flink_autoscaler::replay::ReplayResult::write_json`]): byte
+/// The binary streams the result ([`autoscaler_replay::ReplayResult::write_json`]): byte
 /// for byte the document `replay` builds, as compact JSON, then a newline.
 #[test]
 fn the_streamed_result_is_byte_for_byte_the_built_document() {
-    let mut cases = files("tests/scenarios");
+    let mut cases = files("../tests/scenarios");
     cases.extend(
-        files("tests/fixtures/bench")
+        files("../tests/fixtures/bench")
             .into_iter()
             .filter(|p| !p.to_string_lossy().ends_with(".expected.json")),
     );
     for case in &cases {
         let name = case.display();
         let text = std::fs::read_to_string(case).expect("read case");
-        let built = flink_autoscaler::replay::replay_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let built = autoscaler_replay::replay_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         let built = format!("{}\n", serde_json::to_string(&built).expect("serializable"));
-        let scenario = flink_autoscaler::replay::parse_scenario(&text).expect("valid scenario");
-        let borrowed = flink_autoscaler::replay::replay(&scenario).expect("valid scenario");
+        let scenario = autoscaler_replay::parse_scenario(&text).expect("valid scenario");
+        let borrowed = autoscaler_replay::replay(&scenario).expect("valid scenario");
         assert_eq!(format!("{borrowed}\n"), built, "{name}: replay(&scenario)");
         let mut streamed = Vec::new();
-        flink_autoscaler::replay::replay_result(scenario)
+        autoscaler_replay::replay_result(scenario)
             .expect("valid scenario")
             .write_json(&mut streamed)
             .expect("written");

@@ -238,13 +238,13 @@ pub fn replay(s: &Scenario) -> Result<Value, ScenarioError> {
 /// in memory, byte for byte what `serde_json::to_string(&replay(&s)?)` gives plus a newline.
 ///
 /// ```
-/// let scenario = flink_autoscaler::replay::parse_scenario(r#"{
+/// let scenario = autoscaler_replay::parse_scenario(r#"{
 ///   "format": "flink-autoscaler-scenario/1",
 ///   "now": "2024-05-01T10:15:00Z",
 ///   "topology": {"vertices": [{"id": "src", "parallelism": 2, "max_parallelism": 128}]},
 ///   "evaluated": {"vertices": {"src": {"TRUE_PROCESSING_RATE": {"average": 100}}}}
 /// }"#).expect("valid scenario");
-/// let result = flink_autoscaler::replay::replay_result(scenario).expect("replayed");
+/// let result = autoscaler_replay::replay_result(scenario).expect("replayed");
 /// let mut out = Vec::new();
 /// result.write_json(&mut out).expect("written");
 /// let document: serde_json::Value = serde_json::from_slice(&out).expect("JSON");

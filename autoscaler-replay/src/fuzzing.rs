@@ -3,7 +3,7 @@
 //! bound; `tests/fuzz_regressions.rs` replays the inputs the fuzzers found (`fuzz/regressions/`)
 //! through the same functions in a normal `cargo test`.
 
-use crate::core::config::Configuration;
+use autoscaler_core::config::Configuration;
 use chrono::{DateTime, Utc};
 
 /// The bytes as UTF-8 text, lossily (every target takes text).
@@ -13,13 +13,13 @@ fn text(data: &[u8]) -> std::borrow::Cow<'_, str> {
 
 /// Target `replay_parse`: the scenario parser alone.
 pub fn replay_parse(data: &[u8]) {
-    let _ = crate::replay::parse_scenario(&text(data));
+    let _ = crate::parse_scenario(&text(data));
 }
 
 /// Target `replay_whole`: parse, window, evaluate and decide, as `flink-autoscaler replay` does.
 /// An error must be one line.
 pub fn replay_whole(data: &[u8]) {
-    if let Err(e) = crate::replay::replay_str(&text(data)) {
+    if let Err(e) = crate::replay_str(&text(data)) {
         let message = e.to_string();
         assert!(
             !message.contains('\n') && !message.contains('\r'),
@@ -30,7 +30,7 @@ pub fn replay_whole(data: &[u8]) {
 
 /// Target `flink_rest_models`: every Flink REST body model, and the values derived from it.
 pub fn flink_rest_models(data: &[u8]) {
-    use crate::realizer::rest::{
+    use autoscaler_realizer::rest::{
         AggregatedMetricValue, ConfigEntry, JobConfig, JobDetails, JobPlanResponse, JobResourceRequirements,
         JobStatusInfo, JobsOverview, MetricName, MetricValue,
     };
@@ -71,10 +71,10 @@ pub fn flink_rest_models(data: &[u8]) {
 /// the first line, then `key=value` lines as a configuration read into the autoscaler options and
 /// validated.
 pub fn config_values(data: &[u8]) {
-    use crate::core::config::{parse_bool, parse_double, parse_int, parse_list, parse_memory_size};
+    use autoscaler_core::config::{parse_bool, parse_double, parse_int, parse_list, parse_memory_size};
     let text = text(data);
     let first = text.lines().next().unwrap_or("");
-    let _ = crate::core::config::parse_duration(first);
+    let _ = autoscaler_core::config::parse_duration(first);
     let _ = parse_memory_size(first);
     let _ = parse_double(first);
     let _ = parse_int(first);
@@ -85,10 +85,10 @@ pub fn config_values(data: &[u8]) {
         .filter_map(|line| line.split_once('='))
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-    let _ = crate::core::config::validate(&conf);
-    let _ = crate::core::ControlLoopOptions::from_configuration(&conf);
-    let _ = crate::realizer::CooldownConfig::from_configuration(&conf);
-    if let Ok(options) = crate::core::config::AutoScalerOptions::from_configuration(&conf) {
+    let _ = autoscaler_core::config::validate(&conf);
+    let _ = autoscaler_core::ControlLoopOptions::from_configuration(&conf);
+    let _ = autoscaler_realizer::CooldownConfig::from_configuration(&conf);
+    if let Ok(options) = autoscaler_core::config::AutoScalerOptions::from_configuration(&conf) {
         let _ = options.is_excluded_period(DateTime::<Utc>::UNIX_EPOCH);
         let _ = options.is_excluded_period(DateTime::<Utc>::MAX_UTC);
     }
@@ -97,7 +97,7 @@ pub fn config_values(data: &[u8]) {
 /// Target `excluded_periods`: the Quartz cron and time-range parser, then the matcher at a few
 /// instants (the first 8 bytes pick one).
 pub fn excluded_periods(data: &[u8]) {
-    use crate::core::config::ExcludedPeriod;
+    use autoscaler_core::config::ExcludedPeriod;
     let (seed, rest) = data.split_at(data.len().min(8));
     let mut millis = [0u8; 8];
     millis[..seed.len()].copy_from_slice(seed);
@@ -119,15 +119,15 @@ pub fn excluded_periods(data: &[u8]) {
 /// Target `state_codec`: a stored `state_value` read back as each state type.
 pub fn state_codec(data: &[u8]) {
     let text = text(data);
-    for state_type in crate::state::StateType::ALL {
-        let _ = crate::state::decode_state_value(state_type, &text);
+    for state_type in autoscaler_state::StateType::ALL {
+        let _ = autoscaler_state::decode_state_value(state_type, &text);
     }
 }
 
 /// Target `yarn_responses`: a YARN ResourceManager's `GET /ws/v1/cluster/apps` body, read as the
 /// YARN source reads it, then each kept application's JobManager address under every access mode.
 pub fn yarn_responses(data: &[u8]) {
-    use crate::realizer::yarn::{JobManagerAccess, running_flink_applications_in};
+    use autoscaler_realizer::yarn::{JobManagerAccess, running_flink_applications_in};
     let Ok(apps) = running_flink_applications_in(data) else {
         return;
     };

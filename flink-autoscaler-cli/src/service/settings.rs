@@ -138,7 +138,7 @@ impl fmt::Display for SourceSpec {
 /// Parses `[NAME=]URL`.
 ///
 /// ```
-/// use flink_autoscaler::service::settings::{SourceSpec, SourceType, parse_source};
+/// use flink_autoscaler_cli::service::settings::{SourceSpec, SourceType, parse_source};
 /// let s = parse_source("prod=http://jm:8081", SourceType::Flink, "--flink-url").unwrap();
 /// assert_eq!((s.name.as_str(), s.url.as_str()), ("prod", "http://jm:8081"));
 /// assert_eq!(parse_source("http://10.0.0.1:8081/", SourceType::Flink, "--flink-url").unwrap().name, "10.0.0.1-8081");
@@ -391,7 +391,7 @@ fn with_credentials(url: &str, user: Option<&str>, password: Option<&Secret>) ->
 /// Derby (the reference's test database) and others are refused.
 ///
 /// ```
-/// use flink_autoscaler::service::settings::jdbc_to_sqlx_url;
+/// use flink_autoscaler_cli::service::settings::jdbc_to_sqlx_url;
 /// let url = jdbc_to_sqlx_url("jdbc:mysql://db:3306/flink_autoscaler", Some("app"), None).unwrap();
 /// assert_eq!(url.expose(), "mysql://app@db:3306/flink_autoscaler");
 /// ```

@@ -1,13 +1,15 @@
 //! `explain` output, pinned with insta snapshots: the replay result of a scenario, its decision
 //! record, and the record in words. Review changes with `cargo insta review`.
 
-use flink_autoscaler::explain::{records_in, render};
+use autoscaler_replay::explain::{records_in, render};
 use std::path::Path;
 
 fn explain_scenario(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios").join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/scenarios")
+        .join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let result = flink_autoscaler::replay::replay_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let result = autoscaler_replay::replay_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
     let records = records_in(&result).unwrap_or_else(|e| panic!("{name}: {e}"));
     records.iter().map(render).collect::<Vec<_>>().join("\n")
 }
@@ -39,9 +41,9 @@ fn decision_only_scenario_has_no_estimates() {
 
 #[test]
 fn undecided_cycles_have_no_record() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios/window-not-full.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios/window-not-full.json");
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let result = flink_autoscaler::replay::replay_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let result = autoscaler_replay::replay_str(&text).unwrap_or_else(|e| panic!("{e}"));
     assert!(result["record"].is_null());
     assert!(records_in(&result).is_err());
 }
