@@ -57,7 +57,10 @@ fn bench_evaluate(c: &mut Criterion) {
         let mut window = job.history.clone();
         let status = apply_window(&mut window, job.running_since, job.now, job.stabilization, job.window);
         assert!(status.window_full, "{name}: the bench window is full");
-        assert!(evaluate(&job.topology, &window, &config).is_ok(), "{name} evaluates");
+        assert!(
+            evaluate(&job.topology, &window, &config, None).is_ok(),
+            "{name} evaluates"
+        );
 
         // Throughput in vertices, so criterion also reports the cost per vertex.
         group.throughput(Throughput::Elements(job.topology.len() as u64));
@@ -71,13 +74,13 @@ fn bench_evaluate(c: &mut Criterion) {
                 || job.history.clone(),
                 |mut history| {
                     apply_window(&mut history, job.running_since, job.now, job.stabilization, job.window);
-                    black_box(evaluate(&job.topology, &history, &config))
+                    black_box(evaluate(&job.topology, &history, &config, None))
                 },
                 BatchSize::LargeInput,
             )
         });
         group.bench_function(format!("{name}/evaluate"), |b| {
-            b.iter(|| black_box(evaluate(&job.topology, black_box(&window), &config)))
+            b.iter(|| black_box(evaluate(&job.topology, black_box(&window), &config, None)))
         });
     }
     group.finish();

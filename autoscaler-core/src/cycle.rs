@@ -25,58 +25,22 @@
 
 use crate::collector::{CollectedJobMetrics, MetricsSnapshot};
 use crate::config::AutoScalerOptions;
+use crate::model::state::{DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingSummary};
+pub use crate::model::state::{JobState, StateChanges};
 use crate::plugins::{PluginError, ResolvedPlugins, evaluate_with_plugins};
 use crate::scaling::{
     self, Decision, DecisionInput, DecisionOutcome, max_restart_time_or_default,
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
     trim_scaling_tracking,
 };
-use crate::state::{
-    ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingSummary, ScalingTracking,
-};
 use autoscaler_metrics::{
-    CollectedMetrics, EvaluatedMetrics, JobTopology, MetricHistory, MetricsError, ScalingMetric, VertexId, VertexMap,
-    WindowStatus, voids_history, window_and_trim,
+    CollectedMetrics, EvaluatedMetrics, JobTopology, MetricsError, ScalingMetric, VertexId, VertexMap, WindowStatus,
+    voids_history, window_and_trim,
 };
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::time::Duration;
-
-/// The stored state of one job that a cycle reads and writes.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JobState {
-    /// The collected metric window.
-    pub metric_history: MetricHistory,
-    /// Past scaling decisions per vertex.
-    pub scaling_history: ScalingHistory,
-    /// Executed rescales and their restart durations.
-    pub scaling_tracking: ScalingTracking,
-    /// Pending scale-downs.
-    pub delayed_scale_down: DelayedScaleDown,
-    /// The parallelism the autoscaler wants per vertex.
-    pub parallelism_overrides: ParallelismOverrides,
-    /// The configuration changes (memory tuning) the autoscaler wants applied.
-    pub config_changes: ConfigChanges,
-}
-
-/// Which parts of a [`JobState`] a cycle changed (and so must be written back).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StateChanges {
-    /// [`JobState::metric_history`].
-    pub metric_history: bool,
-    /// [`JobState::scaling_history`].
-    pub scaling_history: bool,
-    /// [`JobState::scaling_tracking`].
-    pub scaling_tracking: bool,
-    /// [`JobState::delayed_scale_down`].
-    pub delayed_scale_down: bool,
-    /// [`JobState::parallelism_overrides`].
-    pub parallelism_overrides: bool,
-    /// [`JobState::config_changes`]: replaced when a scaling is executed (by memory tuning's
-    /// changes, empty when it did not run), as the reference stores them with new parallelisms.
-    pub config_changes: bool,
-}
 
 /// What [`observe`] saw this cycle.
 #[derive(Debug, Clone, PartialEq)]
@@ -468,10 +432,10 @@ fn scaled_overrides(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::state::{ScalingRecord, ScalingSummary, ScalingTracking};
     use crate::scaling::DecisionOutcome;
-    use crate::state::{ScalingRecord, ScalingSummary};
     use autoscaler_metrics::collection::{AggregatedMetric, FlinkMetric, RawJobMetrics};
-    use autoscaler_metrics::{EdgeSpec, EvaluatedVertexMetrics, MetricValues, ShipStrategy, VertexSpec};
+    use autoscaler_metrics::{EdgeSpec, EvaluatedVertexMetrics, MetricHistory, MetricValues, ShipStrategy, VertexSpec};
     use chrono::TimeZone;
 
     fn at(secs: i64) -> DateTime<Utc> {

@@ -1,7 +1,8 @@
 //! [`LoggingEventHandler`]: the default event handler, one `tracing` line per event.
 
 use crate::context::JobAutoScalerContext;
-use crate::event::{AutoScalerEventHandler, EventType};
+use crate::event::AutoScalerEventHandler;
+use crate::model::event::EventType;
 use async_trait::async_trait;
 use std::fmt::Display;
 use std::time::Duration;

@@ -6,13 +6,15 @@ use crate::collector::{CollectError, MetricsCollector};
 use crate::config::AutoScalerOptions;
 use crate::context::GaugeKind;
 use crate::context::{JobAutoScalerContext, JobStatus};
-use crate::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
+use crate::cycle::{self, DecisionFacts, Stage};
 use crate::event::AutoScalerEventHandler;
+use crate::model::state::{ConfigChanges, ParallelismOverrides};
+use crate::model::state::{JobState, StateChanges};
 use crate::plugins::PluginRegistry;
 use crate::realizer::ScalingRealizer;
 use crate::record::{DecisionRecord, JobOutcome};
 use crate::scaling::DecisionOutcome;
-use crate::state::{AutoScalerStateStore, ConfigChanges, ParallelismOverrides, StateError};
+use crate::state::{AutoScalerStateStore, StateError};
 use async_trait::async_trait;
 use autoscaler_metrics::{ScalingMetric, VertexId};
 use std::marker::PhantomData;
@@ -352,7 +354,7 @@ where
                 // Scaling reports go through the handler's report hook so it can deduplicate them by
                 // the recommended parallelism, as the reference's handlers do.
                 Some(header) => {
-                    let report = crate::event::ScalingReport {
+                    let report = crate::model::event::ScalingReport {
                         summaries: &decision.summaries,
                         header,
                         text: &event.message,

@@ -21,6 +21,7 @@ mod state;
 // Grouping namespaces: their items are reached through them only.
 pub mod config;
 pub mod cycle;
+pub mod model;
 pub mod plugins;
 pub mod record;
 pub mod scaling;
@@ -35,21 +36,21 @@ pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, Metrics
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
 };
-pub use event::{
-    AutoScalerEventHandler, EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON,
-    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, ScalingReport,
-    parallelism_hash_code, scaling_report,
-};
+pub use event::AutoScalerEventHandler;
 pub use event_logging::LoggingEventHandler;
 pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, CycleOutcome, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
+pub use model::event::{
+    EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED,
+    SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, ScalingReport, parallelism_hash_code, scaling_report,
+};
+pub use model::state::{
+    ConfigChanges, DelayedScaleDown, JobState, ParallelismOverrides, RecommendedParallelism, ScalingHistory,
+    ScalingRecord, ScalingSummary, ScalingTracking, StateChanges, VertexDelayedScaleDownInfo,
+};
 pub use realizer::{RealizeError, ScalingRealizer};
 pub use standalone::{
     CONTROL_LOOP_INTERVAL_DEPRECATED_KEY, CONTROL_LOOP_INTERVAL_KEY, CONTROL_LOOP_PARALLELISM_KEY, ControlLoopOptions,
     CycleReport, OptionsValidator, SCALING_EVENT_INTERVAL_KEY, StandaloneAutoscaler, VALIDATION_REASON,
     ValidationRejection, ValidatorFn,
 };
-pub use state::{
-    AutoScalerStateStore, ConfigChanges, DelayedScaleDown, ParallelismOverrides, RecommendedParallelism,
-    ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking, StateError, StateResult,
-    VertexDelayedScaleDownInfo,
-};
+pub use state::{AutoScalerStateStore, StateError, StateResult};

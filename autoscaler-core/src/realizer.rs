@@ -1,7 +1,7 @@
 //! Applying decisions to the platform ([`ScalingRealizer`]).
 
 use crate::context::JobAutoScalerContext;
-use crate::state::{ConfigChanges, ParallelismOverrides};
+use crate::model::state::{ConfigChanges, ParallelismOverrides};
 use async_trait::async_trait;
 
 /// Why a realizer could not apply a change.

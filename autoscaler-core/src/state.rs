@@ -1,97 +1,13 @@
-//! The autoscaler's persistent per-job state and the [`AutoScalerStateStore`] trait.
+//! The port where the autoscaler keeps its per-job state: [`AutoScalerStateStore`]. The state
+//! itself is plain data in [`crate::model::state`].
 
 use crate::context::JobAutoScalerContext;
-use crate::cycle::{JobState, StateChanges};
+use crate::model::state::{
+    ConfigChanges, DelayedScaleDown, JobState, ParallelismOverrides, ScalingHistory, ScalingTracking, StateChanges,
+};
 use async_trait::async_trait;
-use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory, VertexId, VertexMap};
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// One past scaling decision of a vertex (the reference's `ScalingSummary`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScalingSummary {
-    /// Parallelism before the decision.
-    pub current_parallelism: u32,
-    /// Parallelism the decision chose.
-    pub new_parallelism: u32,
-    /// The vertex's evaluated metrics at decision time (with `EXPECTED_PROCESSING_RATE`).
-    pub metrics: EvaluatedVertexMetrics,
-}
-
-impl ScalingSummary {
-    /// Whether the decision increased the parallelism.
-    pub fn is_scaled_up(&self) -> bool {
-        self.new_parallelism > self.current_parallelism
-    }
-}
-
-/// Scaling history per vertex, each ordered by decision time.
-pub type ScalingHistory = BTreeMap<VertexId, BTreeMap<DateTime<Utc>, ScalingSummary>>;
-
-/// One executed rescale (the reference's `ScalingRecord`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScalingRecord {
-    /// How long the job took to come back RUNNING at the new parallelism; `None` = not yet measured.
-    pub restart_duration: Option<Duration>,
-}
-
-/// Executed rescales ordered by start time (the reference's `ScalingTracking`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScalingTracking {
-    /// Rescale start time -> record.
-    pub scaling_records: BTreeMap<DateTime<Utc>, ScalingRecord>,
-}
-
-/// A scale-down recommendation remembered while the scale-down interval runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecommendedParallelism {
-    /// When the recommendation was made.
-    pub trigger_time: DateTime<Utc>,
-    /// The recommended parallelism.
-    pub parallelism: u32,
-    /// Whether the vertex was outside its utilization bound then.
-    pub outside_utilization_bound: bool,
-}
-
-/// Pending scale-down state of one vertex.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VertexDelayedScaleDownInfo {
-    /// When the first scale-down of this run was recommended.
-    pub first_trigger_time: DateTime<Utc>,
-    /// Recommendations inside the interval, monotonically decreasing in parallelism (head = window max).
-    pub recommended_parallelisms: VecDeque<RecommendedParallelism>,
-}
-
-/// Delayed scale-down state of a job (the reference's `DelayedScaleDown`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DelayedScaleDown {
-    /// Pending scale-downs per vertex.
-    pub delayed_vertices: BTreeMap<VertexId, VertexDelayedScaleDownInfo>,
-    /// Whether the state changed since it was loaded (not persisted).
-    #[serde(skip)]
-    pub updated: bool,
-}
-
-/// Configuration changes the autoscaler wants applied (memory tuning), the reference's `ConfigChanges`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConfigChanges {
-    /// Keys to set.
-    pub overrides: BTreeMap<String, String>,
-    /// Keys to remove.
-    pub removals: BTreeSet<String>,
-}
-
-/// Parallelism overrides: vertex id -> parallelism.
-pub type ParallelismOverrides = VertexMap<u32>;
 
 /// Errors of a state store.
 #[derive(Debug, thiserror::Error)]

@@ -8,11 +8,7 @@
 //! edges exactly like a built-in one. Nothing is recomputed after the merge: a plugin that overrides
 //! the target rate and wants matching thresholds returns those too.
 
-use crate::evaluate::evaluate_inner;
-use crate::{
-    EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, EvaluationConfig, JobTopology, MetricHistory,
-    MetricsError, VertexId,
-};
+use crate::{EvaluatedScalingMetric, EvaluatedVertexMetrics, VertexId};
 use std::collections::BTreeMap;
 
 /// What the custom evaluation of one vertex sees (the reference's plugin arguments and the
@@ -31,19 +27,6 @@ pub struct CustomVertexEvaluation<'a> {
 
 /// The callback: returns the metrics to merge (an empty map changes nothing).
 pub type CustomEvaluator<'a> = dyn FnMut(&CustomVertexEvaluation<'_>) -> EvaluatedVertexMetrics + 'a;
-
-/// [`evaluate`](crate::evaluate) with `custom` consulted for every vertex; see the module docs.
-///
-/// # Errors
-/// As [`evaluate`](crate::evaluate).
-pub fn evaluate_with_custom(
-    topology: &JobTopology,
-    history: &MetricHistory,
-    config: &EvaluationConfig,
-    custom: &mut CustomEvaluator<'_>,
-) -> Result<EvaluatedMetrics, MetricsError> {
-    evaluate_inner(topology, history, config, Some(custom))
-}
 
 /// Merges `incoming` over `actual` (reference `mergeEvaluatedMetricsMaps`): a metric `actual` lacks
 /// is taken as is; for one it has, each of `current` and `average` is replaced only where the
@@ -93,7 +76,10 @@ pub(crate) fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CollectedMetrics, EdgeSpec, ScalingMetric, ShipStrategy, VertexSpec, evaluate};
+    use crate::{
+        CollectedMetrics, EdgeSpec, EvaluationConfig, JobTopology, MetricHistory, ScalingMetric, ShipStrategy,
+        VertexSpec,
+    };
     use chrono::{TimeZone, Utc};
 
     /// src -> sink, 1000 records/s through both (records counted over 1 s), both 50 % busy.
@@ -138,7 +124,7 @@ mod tests {
     fn an_overridden_source_target_rate_propagates_downstream() {
         let (topology, history) = job();
         let config = EvaluationConfig::default();
-        let built_in = evaluate(&topology, &history, &config).unwrap_or_else(|e| panic!("{e}"));
+        let built_in = crate::evaluate(&topology, &history, &config, None).unwrap_or_else(|e| panic!("{e}"));
         // Built-in: 1000 records/s at the source, edge ratio 1000 / 1000 = 1, so 1000/s at the sink.
         assert_eq!(
             built_in
@@ -160,7 +146,7 @@ mod tests {
             out
         };
         let with_custom =
-            evaluate_with_custom(&topology, &history, &config, &mut custom).unwrap_or_else(|e| panic!("{e}"));
+            crate::evaluate(&topology, &history, &config, Some(&mut custom)).unwrap_or_else(|e| panic!("{e}"));
         // The sink reads the merged 3000/s through the ratio 1: 3000/s.
         assert_eq!(
             with_custom
@@ -190,10 +176,10 @@ mod tests {
     fn an_empty_answer_changes_nothing() {
         let (topology, history) = job();
         let config = EvaluationConfig::default();
-        let built_in = evaluate(&topology, &history, &config).unwrap_or_else(|e| panic!("{e}"));
+        let built_in = crate::evaluate(&topology, &history, &config, None).unwrap_or_else(|e| panic!("{e}"));
         let mut custom = |_: &CustomVertexEvaluation<'_>| EvaluatedVertexMetrics::new();
         let with_custom =
-            evaluate_with_custom(&topology, &history, &config, &mut custom).unwrap_or_else(|e| panic!("{e}"));
+            crate::evaluate(&topology, &history, &config, Some(&mut custom)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(with_custom, built_in);
     }
 }

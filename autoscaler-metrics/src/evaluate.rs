@@ -7,6 +7,7 @@
 //! per-vertex rate and average accumulators, so no per-sample map lookup happens.
 
 use crate::columns::{self, RowAt, column};
+use crate::custom_evaluation::CustomEvaluator;
 use crate::history_stats::{self, AverageAccumulator};
 use crate::java;
 use crate::{
@@ -70,22 +71,16 @@ impl Default for EvaluationConfig {
 /// [`MetricsError::MissingIngestionRate`] when a source's input rate plus lag growth is NaN (fewer
 /// than two `NUM_RECORDS_IN` or `LAG` samples), as the reference's
 /// "Cannot evaluate metrics without ingestion rate information".
+///
+/// `custom` (the reference's `FlinkAutoscalerEvaluator` plugin, [`CustomEvaluator`]), when given,
+/// is consulted for every vertex right after its built-in evaluation; its answer is merged over the
+/// built-in metrics ([`crate::merge_custom_metrics`]) before downstream vertices read them. Pass
+/// `None` for the built-in evaluation alone.
 pub fn evaluate(
     topology: &JobTopology,
     history: &MetricHistory,
     config: &EvaluationConfig,
-) -> Result<EvaluatedMetrics, MetricsError> {
-    evaluate_inner(topology, history, config, None)
-}
-
-/// [`evaluate`], with `custom` (when given) consulted for every vertex right after its built-in
-/// evaluation; its answer is merged over the built-in metrics before downstream vertices read them
-/// (see [`crate::evaluate_with_custom`]).
-pub(crate) fn evaluate_inner(
-    topology: &JobTopology,
-    history: &MetricHistory,
-    config: &EvaluationConfig,
-    mut custom: Option<&mut crate::custom_evaluation::CustomEvaluator<'_>>,
+    mut custom: Option<&mut CustomEvaluator<'_>>,
 ) -> Result<EvaluatedMetrics, MetricsError> {
     let vertices = topology.vertices();
     let window = Window::read(topology, history);
@@ -991,7 +986,7 @@ mod tests {
     #[test]
     fn target_and_catch_up_rates_propagate_through_output_ratios() {
         let (topo, h) = chain_history();
-        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let result = evaluate(&topo, &h, &EvaluationConfig::default(), None).expect("rates are known");
         let get = |id: &str, m| result.vertex_metric(id, m).expect("metric present");
         // Source: 100/s read + 10/s lag growth; catch-up 100 lag / 1800 s = 0.0555… -> 0.056.
         assert_eq!(get("src", TargetDataRate), EvaluatedScalingMetric::avg(110.0));
@@ -1006,7 +1001,7 @@ mod tests {
     #[test]
     fn evaluation_reports_the_reference_metric_set() {
         let (topo, h) = chain_history();
-        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let result = evaluate(&topo, &h, &EvaluationConfig::default(), None).expect("rates are known");
         let src = &result.vertices["src"];
         // Busy 500 ms/s; the source has no per-second gauge, so its TPR is 100 / 0.5.
         assert_eq!(src.get(Load), Some(EvaluatedScalingMetric::avg(0.5)));
@@ -1043,7 +1038,7 @@ mod tests {
             catch_up_duration: Duration::ZERO,
             ..EvaluationConfig::default()
         };
-        let result = evaluate(&topo, &h, &config).expect("rates are known");
+        let result = evaluate(&topo, &h, &config, None).expect("rates are known");
         assert_eq!(
             result.vertex_metric("src", CatchUpDataRate),
             Some(EvaluatedScalingMetric::of(0.0))
@@ -1071,7 +1066,7 @@ mod tests {
             (0, snapshot(&[("done", zeros)], &[])),
             (1000, snapshot(&[("done", zeros)], &[])),
         ]);
-        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let result = evaluate(&topo, &h, &EvaluationConfig::default(), None).expect("rates are known");
         let done = &result.vertices["done"];
         assert_eq!(done.get(TargetDataRate), Some(EvaluatedScalingMetric::avg(0.0)));
         assert_eq!(
@@ -1091,7 +1086,7 @@ mod tests {
             (1000, snapshot(&[("src", &[(NumRecordsIn, 10.0)])], &[])),
         ]);
         for h in [one, no_lag, MetricHistory::new()] {
-            let err = evaluate(&topo, &h, &EvaluationConfig::default()).expect_err("no ingestion rate");
+            let err = evaluate(&topo, &h, &EvaluationConfig::default(), None).expect_err("no ingestion rate");
             assert_eq!(err, MetricsError::MissingIngestionRate { vertex: "src".into() });
             assert_eq!(
                 err.to_string(),
@@ -1108,7 +1103,7 @@ mod tests {
             (0, snapshot(&[("src", &[(NumRecordsIn, 0.0), (Lag, 100.0)])], &[])),
             (1000, snapshot(&[("src", &[(NumRecordsIn, 10.0), (Lag, 50.0)])], &[])),
         ]);
-        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let result = evaluate(&topo, &h, &EvaluationConfig::default(), None).expect("rates are known");
         assert_eq!(
             result.vertex_metric("src", TargetDataRate),
             Some(EvaluatedScalingMetric::avg(0.0))
@@ -1133,7 +1128,7 @@ mod tests {
                 ),
             ),
         ]);
-        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let result = evaluate(&topo, &h, &EvaluationConfig::default(), None).expect("rates are known");
         assert_eq!(result.vertices.len(), 1);
         assert_eq!(
             result.vertex_metric("src", TargetDataRate),
@@ -1209,7 +1204,7 @@ mod tests {
                 snapshot(&[("src", &[(NumRecordsIn, 1000.0), (Lag, 100_000.0)])], &[]),
             ),
         ]);
-        let result = evaluate(&topo, &h, &EvaluationConfig::default()).expect("rates are known");
+        let result = evaluate(&topo, &h, &EvaluationConfig::default(), None).expect("rates are known");
         // Up at utilization 1: 100000 / 1800 = 55.556 + 100 -> 156.
         assert_eq!(
             result.vertex_metric("src", ScaleUpRateThreshold),
@@ -1298,7 +1293,7 @@ mod tests {
                 snapshot(&[("src", src)], &[(HeapMemoryUsed, 300.0), (HeapMaxUsageRatio, 0.2)]),
             ),
         ]);
-        let global = evaluate(&topo, &h, &EvaluationConfig::default())
+        let global = evaluate(&topo, &h, &EvaluationConfig::default(), None)
             .expect("rates are known")
             .global;
         assert_eq!(

@@ -26,7 +26,7 @@ pub mod root_cause;
 pub mod time;
 
 pub use collected::{CollectedMetrics, MetricHistory, SharedSnapshot};
-pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, evaluate_with_custom, merge_custom_metrics};
+pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, merge_custom_metrics};
 pub use error::MetricsError;
 pub use evaluate::{
     EvaluationConfig, TprEstimate, TprSource, compute_processing_rate_thresholds, evaluate, target_processing_capacity,

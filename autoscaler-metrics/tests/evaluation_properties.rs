@@ -58,7 +58,7 @@ proptest! {
     ) {
         let counts: Vec<f64> = increments.iter().scan(0.0, |total, inc| { *total += inc; Some(*total) }).collect();
         let (topology, history) = forward_chain(length, &counts, &gaps_ms, lag);
-        let result = evaluate(&topology, &history, &EvaluationConfig::default()).expect("rates are known");
+        let result = evaluate(&topology, &history, &EvaluationConfig::default(), None).expect("rates are known");
         let source_target = result.vertex_metric("v0", ScalingMetric::TargetDataRate).expect("present");
         let source_catch_up = result.vertex_metric("v0", ScalingMetric::CatchUpDataRate).expect("present");
         prop_assert!(source_target.average > 0.0);

@@ -43,7 +43,7 @@ fn time_window_and_evaluate() {
         );
         let evaluate_only = median_micros(
             || {
-                black_box(evaluate(&scenario.topology, black_box(&trimmed), &config).ok());
+                black_box(evaluate(&scenario.topology, black_box(&trimmed), &config, None).ok());
             },
             2000,
         );
@@ -57,7 +57,7 @@ fn time_window_and_evaluate() {
                     scenario.stabilization,
                     scenario.window,
                 );
-                black_box(evaluate(&scenario.topology, &history, &config).ok());
+                black_box(evaluate(&scenario.topology, &history, &config, None).ok());
             },
             500,
         );

@@ -48,8 +48,13 @@ fn assert_matches_reference(name: &str) {
         "the sample older than the window is trimmed"
     );
 
-    let evaluated = evaluate(&scenario.topology, &scenario.history, &EvaluationConfig::default())
-        .expect("the scenario has ingestion rates");
+    let evaluated = evaluate(
+        &scenario.topology,
+        &scenario.history,
+        &EvaluationConfig::default(),
+        None,
+    )
+    .expect("the scenario has ingestion rates");
 
     let mut problems = diff("global", &evaluated.global, &expected.global);
     for (id, want) in &expected.vertices {

@@ -84,8 +84,8 @@ mod tests {
     use super::*;
     use crate::config::AutoScalerOptions;
     use crate::config::Configuration;
+    use crate::model::state::{ConfigChanges, ScalingSummary};
     use crate::plugins::{CUSTOM_EXECUTOR_PREFIX, PluginConfig};
-    use crate::state::{ConfigChanges, ScalingSummary};
     use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, JobTopology, VertexId, VertexSpec};
     use chrono::{DateTime, TimeZone, Utc};
 

@@ -3,7 +3,7 @@
 
 use crate::config::Configuration;
 use crate::config::{AUTOSCALER_PREFIX, LEGACY_PREFIX};
-use crate::state::ConfigChanges;
+use crate::model::state::ConfigChanges;
 
 /// Prefix (after `job.autoscaler.`) of a custom evaluator instance's keys.
 pub const CUSTOM_EVALUATOR_PREFIX: &str = "metrics.custom-evaluator.";

@@ -4,7 +4,7 @@
 use super::{PluginConfig, PluginError, ResolvedPlugins};
 use autoscaler_metrics::{
     CustomVertexEvaluation, EvaluatedMetrics, EvaluatedVertexMetrics, EvaluationConfig, JobTopology, MetricHistory,
-    MetricsError, VertexId, evaluate, evaluate_with_custom,
+    MetricsError, VertexId, evaluate,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -64,7 +64,7 @@ pub fn evaluate_with_plugins(
     plugins: &ResolvedPlugins,
 ) -> Result<EvaluatedMetrics, MetricsError> {
     let Some(evaluator) = plugins.evaluator() else {
-        return evaluate(topology, history, config);
+        return evaluate(topology, history, config, None);
     };
     let mut custom = |e: &CustomVertexEvaluation<'_>| {
         let ctx = EvaluatorContext {
@@ -94,5 +94,5 @@ pub fn evaluate_with_plugins(
             }
         }
     };
-    evaluate_with_custom(topology, history, config, &mut custom)
+    evaluate(topology, history, config, Some(&mut custom))
 }

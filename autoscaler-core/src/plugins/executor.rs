@@ -3,7 +3,7 @@
 
 use super::{PluginConfig, PluginError, Resolved};
 use crate::config::AutoScalerOptions;
-use crate::state::{ConfigChanges, ScalingSummary};
+use crate::model::state::{ConfigChanges, ScalingSummary};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexMap};
 use chrono::{DateTime, Utc};
 

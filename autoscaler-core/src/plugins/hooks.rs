@@ -5,8 +5,8 @@ use super::{
     ChainInput, ChainOutcome, PluginError, ResolvedPlugins, ScalingSummaries, align_with_plugin, apply_executor_chain,
     scaling_would_exceed_cluster_resources,
 };
+use crate::model::state::ConfigChanges;
 use crate::scaling::{AlignmentContext, DecisionInput};
-use crate::state::ConfigChanges;
 use autoscaler_metrics::{EvaluatedVertexMetrics, VertexId, VertexInfo};
 use std::convert::Infallible;
 

@@ -4,9 +4,9 @@
 
 use super::*;
 use crate::config::AlignmentMode;
-use crate::event::EventType;
+use crate::model::event::EventType;
+use crate::model::state::{DelayedScaleDown, ScalingHistory, ScalingSummary};
 use crate::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, NoChangeReason, decide_with_plugins};
-use crate::state::{DelayedScaleDown, ScalingHistory, ScalingSummary};
 use autoscaler_metrics::{
     CollectedMetrics, EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, EvaluationConfig,
     JobTopology, MetricHistory, ScalingMetric, ShipStrategy, VertexId, VertexSpec,

@@ -1,8 +1,8 @@
 //! Operations on the persisted [`DelayedScaleDown`] state (the reference's `DelayedScaleDown` and
 //! `JobVertexScaler.applyScaleDownInterval`, anchor §2.6).
 
-use super::vertex_scaler::ParallelismChange;
-use crate::state::{DelayedScaleDown, RecommendedParallelism, VertexDelayedScaleDownInfo};
+use super::ParallelismChange;
+use crate::model::state::{DelayedScaleDown, RecommendedParallelism, VertexDelayedScaleDownInfo};
 use autoscaler_metrics::VertexId;
 use chrono::{DateTime, Utc};
 use std::collections::VecDeque;

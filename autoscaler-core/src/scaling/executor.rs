@@ -1,14 +1,15 @@
 //! One decision over all vertices (the reference's `ScalingExecutor.scaleResource` up to, not
 //! including, persisting; anchor §2.7).
 
+use super::ParallelismChange;
 use super::delayed_scale_down::clear_all;
 use super::report;
-use super::vertex_scaler::{ParallelismChange, VertexScaleInput, compute_scale_target_parallelism};
+use super::vertex_scaler::{VertexScaleInput, compute_scale_target_parallelism};
 use super::{
     BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision,
 };
+use crate::model::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
 use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
-use crate::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
 use crate::tuning::{self, TuningInput};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexInfo,
@@ -403,7 +404,7 @@ fn scaling_would_exceed_resource_quota(
 mod tests {
     use super::*;
     use crate::config::AutoScalerOptions;
-    use crate::state::ScalingHistory;
+    use crate::model::state::ScalingHistory;
     use autoscaler_metrics::VertexId;
     use autoscaler_metrics::{EdgeSpec, JobTopology, VertexSpec};
     use chrono::{DateTime, TimeZone, Utc};

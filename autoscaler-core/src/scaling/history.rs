@@ -3,7 +3,7 @@
 
 use super::delayed_scale_down::instant_before;
 use crate::config::AutoScalerOptions;
-use crate::state::{ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking};
+use crate::model::state::{ScalingHistory, ScalingRecord, ScalingSummary, ScalingTracking};
 use autoscaler_metrics::{JobTopology, VertexMap};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;

@@ -51,8 +51,8 @@ pub use history::{
 };
 
 use crate::config::AutoScalerOptions;
-use crate::event::EventType;
-use crate::state::{ScalingHistory, ScalingSummary};
+use crate::model::event::EventType;
+use crate::model::state::{ScalingHistory, ScalingSummary};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexMap};
 use chrono::{DateTime, Utc};
 use std::fmt;
@@ -277,4 +277,38 @@ pub struct Decision {
     /// a change about to be executed: outcomes `Scale` and `Blocked(ResourceQuota)`). Its
     /// [`changes`](crate::tuning::MemoryTuning::changes) are what to store with the scaling.
     pub memory_tuning: Option<crate::tuning::MemoryTuning>,
+}
+
+/// A vertex's parallelism change; `new == current` means no change (and then the flag is false).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ParallelismChange {
+    /// Current parallelism.
+    pub current: u32,
+    /// Recommended parallelism.
+    pub new: u32,
+    /// Whether the vertex's true processing rate lies outside `[scale-up, scale-down]` thresholds.
+    pub outside_utilization_bound: bool,
+}
+
+impl ParallelismChange {
+    pub(crate) fn no_change(current: u32) -> Self {
+        Self {
+            current,
+            new: current,
+            outside_utilization_bound: false,
+        }
+    }
+
+    pub(crate) fn is_no_change(&self) -> bool {
+        self.new == self.current
+    }
+
+    /// As the reference's `equals`: a no-change carries no bound flag.
+    pub(crate) fn normalized(self) -> Self {
+        if self.is_no_change() {
+            Self::no_change(self.current)
+        } else {
+            self
+        }
+    }
 }

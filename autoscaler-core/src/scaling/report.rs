@@ -3,11 +3,11 @@
 
 use super::CycleEvent;
 use crate::config::AutoScalerOptions;
-use crate::event::{
+use crate::model::event::{
     EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED,
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, scaling_report,
 };
-use crate::state::ScalingSummary;
+use crate::model::state::ScalingSummary;
 use autoscaler_metrics::{VertexId, VertexMap, java};
 
 /// Reason of the memory pressure event.

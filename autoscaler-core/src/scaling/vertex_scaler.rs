@@ -4,10 +4,10 @@
 use super::alignment::{AlignmentContext, AlignmentResult, align};
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
 use super::report;
-use super::{CycleEvent, VertexConstraint};
+use super::{CycleEvent, ParallelismChange, VertexConstraint};
 use crate::config::AutoScalerOptions;
+use crate::model::state::{DelayedScaleDown, ScalingSummary};
 use crate::plugins::DecisionHooks;
-use crate::state::{DelayedScaleDown, ScalingSummary};
 use autoscaler_metrics::{
     EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId, VertexInfo, java,
     target_processing_capacity,
@@ -15,40 +15,6 @@ use autoscaler_metrics::{
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// A vertex's parallelism change; `new == current` means no change (and then the flag is false).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ParallelismChange {
-    /// Current parallelism.
-    pub current: u32,
-    /// Recommended parallelism.
-    pub new: u32,
-    /// Whether the vertex's true processing rate lies outside `[scale-up, scale-down]` thresholds.
-    pub outside_utilization_bound: bool,
-}
-
-impl ParallelismChange {
-    pub(crate) fn no_change(current: u32) -> Self {
-        Self {
-            current,
-            new: current,
-            outside_utilization_bound: false,
-        }
-    }
-
-    pub(crate) fn is_no_change(&self) -> bool {
-        self.new == self.current
-    }
-
-    /// As the reference's `equals`: a no-change carries no bound flag.
-    pub(crate) fn normalized(self) -> Self {
-        if self.is_no_change() {
-            Self::no_change(self.current)
-        } else {
-            self
-        }
-    }
-}
 
 /// One vertex's inputs to [`compute_scale_target_parallelism`].
 #[derive(Debug, Clone, Copy)]

@@ -91,9 +91,9 @@ pub use size::{format_fraction, format_memory_size, multiply};
 
 use crate::config::AutoScalerOptions;
 use crate::config::Configuration;
-use crate::event::EventType;
+use crate::model::event::EventType;
+use crate::model::state::{ConfigChanges, ScalingSummary};
 use crate::scaling::CycleEvent;
-use crate::state::{ConfigChanges, ScalingSummary};
 use autoscaler_metrics::{EvaluatedMetrics, JobTopology, ScalingMetric, ShipStrategy, VertexMap};
 
 /// Reason of the recommendation event.
