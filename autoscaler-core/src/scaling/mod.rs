@@ -43,7 +43,7 @@ mod history;
 mod report;
 mod vertex_scaler;
 
-pub use alignment::{AlignmentContext, AlignmentResult, align};
+pub use alignment::{AlignmentContext, AlignmentResult, PartitionCap, align, align_with};
 pub use executor::{apply_to_evaluated, decide, decide_with_plugins};
 pub use history::{
     max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,

@@ -1,7 +1,7 @@
 //! The per-vertex parallelism computation (the reference's
 //! `JobVertexScaler.computeScaleTargetParallelism`, anchor §2.4).
 
-use super::alignment::{AlignmentContext, AlignmentResult, align};
+use super::alignment::{AlignmentContext, AlignmentResult, PartitionCap, align_with};
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
 use super::report;
 use super::{CycleEvent, VertexConstraint};
@@ -193,7 +193,11 @@ fn scale<P: DecisionHooks>(
             parallelism: custom?,
             limited: None,
         },
-        None => align(input.options.alignment_mode, &ctx),
+        None => align_with(
+            input.options.alignment_mode,
+            &ctx,
+            PartitionCap::from_compat(input.options.compat_reference_1_16),
+        ),
     };
     if let Some((expected, actual)) = aligned.limited {
         events.push(report::scaling_limited_event(
