@@ -673,8 +673,8 @@ mod tests {
             hash in any::<bool>(),
         ) {
             prop_assume!(current != target);
-            let lower_limit = current.min(min_parallelism);
-            prop_assume!(lower_limit <= partitions);
+            // min(current, vertex.min-parallelism) for a min-parallelism of at most the partitions.
+            let lower_limit = current.min(min_parallelism).min(partitions);
             let ctx = AlignmentContext {
                 current, target, num_source_partitions: partitions, max_parallelism,
                 lower_limit, upper_limit: current.max(vertex_max_parallelism), has_hash_input: hash,
@@ -708,7 +708,7 @@ mod tests {
             let caps = [PartitionCap::Reference116, PartitionCap::Enforced];
             for (mode, cap) in [AlignmentMode::Balanced, AlignmentMode::EvenlySpread].into_iter().flat_map(|m| caps.map(|c| (m, c))) {
                 let p = align_with(mode, &ctx, cap).parallelism;
-                if cap == PartitionCap::Enforced && target > ctx.upper_bound_for_alignment() {
+                if cap == PartitionCap::Enforced && ctx.is_applicable() && target > ctx.upper_bound_for_alignment() {
                     prop_assert_eq!(p, ctx.upper_bound_for_alignment());
                 } else if target > current {
                     prop_assert!(p > current);
