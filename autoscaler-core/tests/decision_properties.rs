@@ -245,6 +245,13 @@ proptest! {
                 let raw_lower = current.min(i64::from(job.vertex_min));
                 prop_assert!(target >= lower && target <= upper.max(raw_lower), "{} outside limits", target);
             } else {
+                // The partition cap (replay §3.5.1, FLINK-40389) bounds a source's unaligned target
+                // by its partitions, which may lie below the min-parallelism limit.
+                let lower = if v.partitions > 0 && job.alignment != AlignmentMode::Off {
+                    lower.min(i64::from(v.partitions))
+                } else {
+                    lower
+                };
                 prop_assert!(target >= lower && target <= upper, "{} outside [{}, {}]", target, lower, upper);
                 prop_assert!(detail.target <= v.max_parallelism);
             }
@@ -280,7 +287,8 @@ proptest! {
             if (target..=end).any(|p| n % p == 0) {
                 prop_assert_eq!(n % new, 0, "N {} target {} aligned {}", n, target, new);
             } else {
-                prop_assert_eq!(new, target);
+                // No divisor in the region: the target bounded by the alignment cap (replay §3.5.1).
+                prop_assert_eq!(new, target.min(cap));
             }
         }
     }

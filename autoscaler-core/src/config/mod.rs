@@ -23,8 +23,8 @@ mod validator;
 pub use duration::parse_duration;
 pub use excluded_periods::{ExcludedPeriod, ExcludedPeriodError, is_excluded, parse_excluded_periods};
 pub use options::{
-    AUTOSCALER_PREFIX, AlignmentMode, AutoScalerOptions, LEGACY_PREFIX, OptionsError, option_keys,
-    resolve_alignment_mode, rest_client_timeout,
+    AUTOSCALER_PREFIX, AlignmentMode, AutoScalerOptions, COMPAT_REFERENCE_1_16, LEGACY_PREFIX, OptionsError,
+    compat_reference_1_16, option_keys, resolve_alignment_mode, rest_client_timeout,
 };
 pub(crate) use syntax::java_trim;
 pub use syntax::{Configuration, parse_bool, parse_double, parse_int, parse_list, parse_memory_size};

@@ -144,6 +144,13 @@ pub struct AutoScalerOptions {
     /// alignment mode, resolved by [`PluginRegistry::resolve`](crate::plugins::PluginRegistry::resolve).
     /// [`AutoScalerOptions::alignment_mode`] is then BALANCED, the fallback when it cannot be resolved.
     pub custom_alignment_mode: Option<String>,
+    /// `compat.reference-1-16` (false): this project's own option, not the reference's. True
+    /// restores the reference 1.16's answers where this project departs from them on purpose: the
+    /// partition cap in alignment ([`PartitionCap`](crate::scaling::PartitionCap), the reference's
+    /// later fix FLINK-40389) and the observed-scalability guard (an idle vertex aborts the
+    /// decision, FLINK-39890). For teams that need decision-for-decision equality with a JVM
+    /// autoscaler 1.16 they still run.
+    pub compat_reference_1_16: bool,
 }
 
 impl Default for AutoScalerOptions {
@@ -198,6 +205,7 @@ impl Default for AutoScalerOptions {
             custom_evaluators: Vec::new(),
             custom_executors: Vec::new(),
             custom_alignment_mode: None,
+            compat_reference_1_16: false,
         }
     }
 }
@@ -217,6 +225,10 @@ pub enum OptionsError {
         reason: String,
     },
 }
+
+/// The name (under [`AUTOSCALER_PREFIX`]) of the switch back to the reference 1.16's decisions
+/// ([`AutoScalerOptions::compat_reference_1_16`]).
+pub const COMPAT_REFERENCE_1_16: &str = "compat.reference-1-16";
 
 /// Prefix of every core option.
 pub const AUTOSCALER_PREFIX: &str = "job.autoscaler.";
@@ -313,6 +325,24 @@ pub fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsErro
         d => Ok(d),
     };
     Ok(read(conf, "flink.rest-client.timeout", parse)?.unwrap_or(AutoScalerOptions::default().rest_client_timeout))
+}
+
+/// `job.autoscaler.compat.reference-1-16` alone (false when unset): whether the reference 1.16's
+/// decisions are restored where this project departs from them
+/// ([`AutoScalerOptions::compat_reference_1_16`]). Read here once for the options and for the
+/// built-in alignment modes a custom mode delegates to.
+///
+/// ```
+/// use autoscaler_core::config::{Configuration, compat_reference_1_16};
+/// let conf = Configuration::from_iter([("job.autoscaler.compat.reference-1-16", "true")]);
+/// assert_eq!(compat_reference_1_16(&conf), Ok(true));
+/// assert_eq!(compat_reference_1_16(&Configuration::new()), Ok(false));
+/// ```
+///
+/// # Errors
+/// [`OptionsError::InvalidValue`] when the value is not `true`/`false`.
+pub fn compat_reference_1_16(conf: &Configuration) -> Result<bool, OptionsError> {
+    Ok(read(conf, COMPAT_REFERENCE_1_16, parse_bool)?.unwrap_or(false))
 }
 
 /// [`parse_double`] without NaN.
@@ -469,6 +499,7 @@ impl AutoScalerOptions {
                 .map(|(_, name)| name)
                 .filter(|name| !BUILT_IN_ALIGNMENT_MODES.contains(name))
                 .map(str::to_owned),
+            compat_reference_1_16: compat_reference_1_16(conf)?,
         })
     }
 
@@ -723,6 +754,23 @@ mod tests {
         assert_eq!(o.custom_executors, ["x1", "x2"]);
         assert_eq!(o.task_slots_per_task_manager, 4);
         assert_eq!(o.task_manager_process_memory, Some(2 << 30));
+    }
+
+    #[test]
+    fn the_compat_switch_defaults_off_and_reads_its_keys() {
+        assert!(!options(&[]).compat_reference_1_16);
+        assert!(options(&[("job.autoscaler.compat.reference-1-16", "true")]).compat_reference_1_16);
+        assert!(options(&[("job.autoscaler.compat.reference-1-16", "TRUE")]).compat_reference_1_16);
+        assert!(!options(&[("job.autoscaler.compat.reference-1-16", "false")]).compat_reference_1_16);
+        assert!(options(&[("kubernetes.operator.job.autoscaler.compat.reference-1-16", "true")]).compat_reference_1_16);
+        assert_eq!(
+            error(&[("job.autoscaler.compat.reference-1-16", "yes")]),
+            OptionsError::InvalidValue {
+                key: "job.autoscaler.compat.reference-1-16".to_owned(),
+                value: "yes".to_owned(),
+                reason: parse_bool("yes").unwrap_err(),
+            }
+        );
     }
 
     #[test]

@@ -6,10 +6,13 @@ use super::delayed_scale_down::clear_all;
 use super::report;
 use super::vertex_scaler::{VertexScaleInput, compute_scale_target_parallelism};
 use super::{
-    BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision,
+    BlockReason, CycleEvent, Decision, DecisionError, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint,
+    VertexDecision,
 };
 use crate::model::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
-use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
+use crate::plugins::{
+    ChainOutcome, DecisionHooks, NoPlugins, NoPluginsOrAbort, PluginError, ResolvedPlugins, ScalingSummaries,
+};
 use crate::tuning::{self, TuningInput};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexInfo,
@@ -29,10 +32,29 @@ use std::collections::{BTreeMap, BTreeSet};
 ///
 /// `delayed_scale_down` is updated in place (its `updated` flag tells whether to persist it). On
 /// [`DecisionOutcome::Scale`] the caller then persists with [`record_scaling`](super::record_scaling).
+///
+/// This form cannot fail: where `job.autoscaler.compat.reference-1-16` would abort the decision as
+/// the reference 1.16 does ([`DecisionError`]), it decides as without the switch (the
+/// observed-scalability coefficient is 1.0). [`try_decide`] aborts there.
 pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDown) -> Decision {
-    // Without plugins no step can fail.
+    // Without plugins and without aborts no step can fail.
     let Ok(decision) = decide_inner(input, &NoPlugins, delayed_scale_down);
     decision
+}
+
+/// [`decide`], aborting where the reference 1.16 aborts when
+/// [`compat_reference_1_16`](crate::config::AutoScalerOptions::compat_reference_1_16) is set; without
+/// the switch it never fails and equals [`decide`].
+///
+/// # Errors
+/// [`DecisionError`] when the reference 1.16 would abort the decision (compat mode only). The
+/// delayed scale-down state may then have been updated for the vertices decided before; the caller
+/// discards it, as the reference persists nothing of an aborted cycle.
+pub fn try_decide(
+    input: &DecisionInput<'_>,
+    delayed_scale_down: &mut DelayedScaleDown,
+) -> Result<Decision, DecisionError> {
+    decide_inner(input, &NoPluginsOrAbort, delayed_scale_down)
 }
 
 /// [`decide`] with the plugins one job's configuration selected:
@@ -47,7 +69,9 @@ pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDo
 ///
 /// # Errors
 /// [`PluginError`] when a custom alignment mode, the resource check or an executor fails, or an
-/// executor returns an unusable summary; nothing is to be recorded then.
+/// executor returns an unusable summary, or ([`PluginError::Aborted`]) where the reference 1.16
+/// aborts under `job.autoscaler.compat.reference-1-16` ([`try_decide`]); nothing is to be recorded
+/// then.
 pub fn decide_with_plugins(
     input: &DecisionInput<'_>,
     plugins: &ResolvedPlugins,

@@ -43,8 +43,8 @@ mod history;
 mod report;
 mod vertex_scaler;
 
-pub use alignment::{AlignmentContext, AlignmentResult, align};
-pub use executor::{apply_to_evaluated, decide, decide_with_plugins};
+pub use alignment::{AlignmentContext, AlignmentResult, PartitionCap, align, align_with};
+pub use executor::{apply_to_evaluated, decide, decide_with_plugins, try_decide};
 pub use history::{
     max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,
     trim_scaling_history, trim_scaling_tracking,
@@ -53,7 +53,7 @@ pub use history::{
 use crate::config::AutoScalerOptions;
 use crate::model::event::EventType;
 use crate::model::state::{ScalingHistory, ScalingSummary};
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexMap};
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId, VertexMap};
 use chrono::{DateTime, Utc};
 use std::fmt;
 use std::time::Duration;
@@ -79,6 +79,27 @@ pub struct CycleEvent {
     /// For a `ScalingReport`: the header the report was built from (the message is the header
     /// followed by one entry per summary); `None` for every other event.
     pub report_header: Option<String>,
+}
+
+/// A decision aborted where the reference 1.16 aborts it. This happens only under
+/// `job.autoscaler.compat.reference-1-16: true`
+/// ([`AutoScalerOptions::compat_reference_1_16`]); by default this project decides there.
+///
+/// The message is the one the reference's exception carries, as a JVM autoscaler 1.16 shows it in
+/// its `AutoscalerError` event, so that the two can be compared decision for decision.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecisionError {
+    /// `observed-scalability.enabled` fitted the scaling coefficient of `vertex` on a history
+    /// where it is undefined (Σ(p²) × baseline rate is 0: an idle vertex's zero processing rate).
+    /// The reference 1.16 hands the NaN to `BigDecimal.valueOf`, whose `NumberFormatException`
+    /// aborts the scaling of the whole job (FLINK-39890). Without the compat switch the
+    /// coefficient is 1.0 there (replay §3.5.2).
+    #[error("Character N is neither a decimal digit number, decimal point, nor \"e\" notation exponential mark.")]
+    UndefinedScalingCoefficient {
+        /// The vertex whose coefficient is undefined.
+        vertex: VertexId,
+    },
 }
 
 /// Everything one decision needs, computed by the caller for the cycle at `now`.
