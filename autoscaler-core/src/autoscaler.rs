@@ -9,11 +9,70 @@ pub enum AutoscalerError {
     /// A step of the cycle failed.
     #[error("autoscaler cycle failed in {step}: {message}")]
     Cycle {
-        /// The failing step (`collect`, `evaluate`, `decide`, `realize`, `persist`).
-        step: &'static str,
+        /// The failing step.
+        step: CycleStep,
         /// What went wrong.
         message: String,
     },
+}
+
+impl AutoscalerError {
+    /// A failure of `step`, described by `error`.
+    pub fn cycle(step: CycleStep, error: impl std::fmt::Display) -> Self {
+        Self::Cycle {
+            step,
+            message: error.to_string(),
+        }
+    }
+
+    /// The step that failed.
+    pub fn step(&self) -> CycleStep {
+        match self {
+            Self::Cycle { step, .. } => *step,
+        }
+    }
+}
+
+/// The step of a cycle that failed ([`AutoscalerError::Cycle`]), in cycle order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CycleStep {
+    /// Parsing the job's `job.autoscaler.*` options.
+    Options,
+    /// Reading the job's stored state.
+    Load,
+    /// Collecting the job's metrics.
+    Collect,
+    /// Evaluating the metric window.
+    Evaluate,
+    /// Deciding (a plugin failed, or the decision was aborted as the reference 1.16 aborts it).
+    Decide,
+    /// Writing back or flushing the job's state.
+    Persist,
+    /// Handing overrides to the realizer.
+    Realize,
+}
+
+impl CycleStep {
+    /// The stable lower-case name (`options`, `load`, `collect`, `evaluate`, `decide`,
+    /// `persist`, `realize`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Options => "options",
+            Self::Load => "load",
+            Self::Collect => "collect",
+            Self::Evaluate => "evaluate",
+            Self::Decide => "decide",
+            Self::Persist => "persist",
+            Self::Realize => "realize",
+        }
+    }
+}
+
+impl std::fmt::Display for CycleStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Scales one kind of job (FLIP-334's `JobAutoScaler<KEY, Context>`).

@@ -30,7 +30,7 @@ pub mod tuning;
 
 /// Re-exported so platforms (and the facade's simulator and examples) implement the traits without a direct dependency.
 pub use async_trait::async_trait;
-pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
+pub use autoscaler::{AutoscalerError, CycleStep, FetchError, JobAutoScaler, JobListFetcher};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 pub use context::{
@@ -38,7 +38,8 @@ pub use context::{
 };
 pub use event::AutoScalerEventHandler;
 pub use event_logging::LoggingEventHandler;
-pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, CycleOutcome, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
+pub use cycle::CycleOutcome;
+pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
 pub use model::event::{
     EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED,
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, ScalingReport, parallelism_hash_code, scaling_report,

@@ -645,7 +645,7 @@ mod tests {
             }
             if self.failing.contains(&key) {
                 return Err(AutoscalerError::Cycle {
-                    step: "collect",
+                    step: crate::CycleStep::Collect,
                     message: format!("{key} unreachable"),
                 });
             }

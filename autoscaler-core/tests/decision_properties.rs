@@ -2,7 +2,7 @@
 //! parallelism, EVENLY_SPREAD lands on divisors when it can, an in-band job is left alone, and the
 //! decision is a function of its input.
 
-use autoscaler_core::scaling::{Decision, DecisionInput, DecisionOutcome, NoChangeReason, decide};
+use autoscaler_core::scaling::{Decision, DecisionInput, DecisionOutcome, NoChangeReason};
 use autoscaler_core::{DelayedScaleDown, ScalingHistory, config::AlignmentMode, config::AutoScalerOptions};
 use autoscaler_metrics::{
     EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, ScalingMetric,
@@ -11,6 +11,16 @@ use autoscaler_metrics::{
 use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
 use std::time::Duration;
+
+/// The decision without plugins (which cannot fail without the compat switch).
+fn decide(
+    input: &autoscaler_core::scaling::DecisionInput<'_>,
+    state: &mut autoscaler_core::DelayedScaleDown,
+) -> autoscaler_core::scaling::Decision {
+    autoscaler_core::scaling::decide(input, &autoscaler_core::plugins::ResolvedPlugins::default(), state)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 
 #[derive(Debug, Clone)]
 struct GenVertex {

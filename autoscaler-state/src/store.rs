@@ -275,6 +275,8 @@ impl AnyStateStore {
             delayed_scale_down: read_view(view),
             parallelism_overrides: read_view(view),
             config_changes: read_view(view),
+            // Written by every cycle that evaluates, read by none.
+            evaluated_metrics: None,
         })
         .await
     }
@@ -294,6 +296,7 @@ impl AnyStateStore {
             delayed_scale_down,
             parallelism_overrides,
             config_changes,
+            evaluated_metrics,
         } = *changes;
         self.with_view(job_key, |view| {
             put_if(view, metric_history, &state.metric_history);
@@ -302,6 +305,9 @@ impl AnyStateStore {
             put_if(view, parallelism_overrides, &state.parallelism_overrides);
             put_if(view, config_changes, &state.config_changes);
             put_if(view, delayed_scale_down, &state.delayed_scale_down);
+            if let Some(evaluated) = state.evaluated_metrics.as_ref().filter(|_| evaluated_metrics) {
+                view.put(StateValue::EvaluatedMetrics(Arc::clone(evaluated)));
+            }
         })
         .await
     }

@@ -8,6 +8,7 @@ use super::{
 use crate::model::state::ConfigChanges;
 use crate::scaling::{AlignmentContext, DecisionError, DecisionInput};
 use autoscaler_metrics::{EvaluatedVertexMetrics, VertexId, VertexInfo};
+#[cfg(test)]
 use std::convert::Infallible;
 
 /// The plugin calls of one decision.
@@ -50,8 +51,10 @@ pub(crate) trait DecisionHooks {
 }
 
 /// The built-in behaviour: no custom alignment, no resource check, no executors.
+#[cfg(test)]
 pub(crate) struct NoPlugins;
 
+#[cfg(test)]
 impl DecisionHooks for NoPlugins {
     type Error = Infallible;
 
@@ -152,8 +155,10 @@ impl DecisionHooks for ResolvedPlugins {
 
 /// The built-in behaviour, failing where the reference 1.16 aborts (compat mode): [`NoPlugins`]
 /// with [`DecisionError`] as its error.
+#[cfg(test)]
 pub(crate) struct NoPluginsOrAbort;
 
+#[cfg(test)]
 impl DecisionHooks for NoPluginsOrAbort {
     type Error = DecisionError;
 

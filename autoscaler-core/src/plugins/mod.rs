@@ -68,7 +68,9 @@ pub use resource_check::{NoopResourceCheck, ResourceCheck, estimate_num_task_slo
 
 pub(crate) use alignment::align_with_plugin;
 pub(crate) use executor::{ChainInput, ChainOutcome, apply_executor_chain};
-pub(crate) use hooks::{DecisionHooks, NoPlugins, NoPluginsOrAbort};
+pub(crate) use hooks::DecisionHooks;
+#[cfg(test)]
+pub(crate) use hooks::{NoPlugins, NoPluginsOrAbort};
 pub(crate) use resource_check::scaling_would_exceed_cluster_resources;
 
 use crate::config::Configuration;

@@ -44,7 +44,7 @@ mod report;
 mod vertex_scaler;
 
 pub use alignment::{AlignmentContext, AlignmentResult, PartitionCap, align, align_with};
-pub use executor::{apply_to_evaluated, decide, decide_with_plugins, try_decide};
+pub use executor::{apply_to_evaluated, decide};
 pub use history::{
     max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,
     trim_scaling_history, trim_scaling_tracking,
@@ -233,8 +233,11 @@ pub struct VertexDecision {
     pub target: u32,
     /// The change's outside-utilization-bound flag (false when `target == current`).
     pub outside_utilization_bound: bool,
-    /// Listed in `vertex.exclude.ids` or finished.
+    /// Listed in `vertex.exclude.ids`, finished, or unmeasured.
     pub excluded: bool,
+    /// Excluded this cycle because its busy time was not measured
+    /// ([`unmeasured_vertices`](crate::cycle::unmeasured_vertices); replay §3.3 step 7a).
+    pub unmeasured: bool,
     /// `EXPECTED_PROCESSING_RATE` set when the computed parallelism differed from current (even if
     /// the change was then delayed or blocked), NaN otherwise.
     pub expected_processing_rate: f64,
