@@ -48,7 +48,18 @@ fn options(alignment_mode: AlignmentMode, compat: bool) -> AutoScalerOptions {
 /// One source `src` at `parallelism` with `partitions`, max parallelism 180, true processing rate
 /// `tpr` and target rate `target_rate`, outside its utilization bounds either way.
 fn source_job(parallelism: u32, partitions: u32, tpr: f64, target_rate: f64) -> (JobTopology, EvaluatedMetrics) {
-    let mut spec = VertexSpec::new("src", parallelism, 180);
+    source_job_with_max(parallelism, 180, partitions, tpr, target_rate)
+}
+
+/// [`source_job`] with another max parallelism.
+fn source_job_with_max(
+    parallelism: u32,
+    max_parallelism: u32,
+    partitions: u32,
+    tpr: f64,
+    target_rate: f64,
+) -> (JobTopology, EvaluatedMetrics) {
+    let mut spec = VertexSpec::new("src", parallelism, max_parallelism);
     spec.num_source_partitions = partitions;
     let topology = JobTopology::new(vec![spec], vec![]).unwrap_or_else(|e| panic!("{e}"));
     let mut m = EvaluatedVertexMetrics::new();
@@ -276,4 +287,46 @@ fn an_idle_history_scales_linearly_where_1_16_aborts() {
         error.to_string(),
         "Character N is neither a decimal digit number, decimal point, nor \"e\" notation exponential mark."
     );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// Over whole decisions: a source that changes parallelism never ends above its partition count
+    /// in any built-in or legacy mode (OFF never aligns), as long as `vertex.min-parallelism` does
+    /// not itself lie above the partitions.
+    #[test]
+    fn no_source_is_scaled_above_its_partitions(
+        parallelism in 1u32..300,
+        partitions in 1u32..200,
+        max_parallelism in 1u32..400,
+        tpr in 1.0f64..10_000.0,
+        target_rate in 0.0f64..100_000.0,
+        vertex_min in 1i32..20,
+        vertex_max in 1i32..400,
+        mode in proptest::sample::select(vec![
+            AlignmentMode::Balanced,
+            AlignmentMode::EvenlySpread,
+            AlignmentMode::LegacyEvenlySpread,
+            AlignmentMode::LegacyMaximizeUtilisation,
+        ]),
+    ) {
+        proptest::prop_assume!(i64::from(vertex_min) <= i64::from(partitions));
+        let parallelism = parallelism.min(max_parallelism);
+        let (topology, evaluated) = source_job_with_max(parallelism, max_parallelism, partitions, tpr, target_rate);
+        let options = AutoScalerOptions {
+            vertex_min_parallelism: vertex_min,
+            vertex_max_parallelism: vertex_max,
+            ..options(mode, false)
+        };
+        let history = ScalingHistory::new();
+        let decision = decide(&input(&topology, &evaluated, &history, &options), &mut DelayedScaleDown::default());
+        let vertex = decision.vertices["src"];
+        if vertex.target != vertex.current {
+            proptest::prop_assert!(
+                vertex.target <= partitions,
+                "{:?}: {} -> {} with {} partitions", mode, vertex.current, vertex.target, partitions
+            );
+        }
+    }
 }

@@ -60,8 +60,19 @@ pub struct AlignmentResult {
     pub limited: Option<(i64, i64)>,
 }
 
-/// Whether alignment keeps a target above the alignment cap (the reference 1.16) or caps it (the
-/// reference's later fix FLINK-40389; see the [module docs](self)).
+/// Whether alignment keeps a target above the alignment cap `min(N, max parallelism, upper limit)`
+/// (the reference 1.16) or caps it (the reference's later fix FLINK-40389, apache/flink-kubernetes-operator
+/// PR #1179; replay §3.5.1).
+///
+/// In 1.16 a source can be scaled above its partition count, and every subtask past it idles. With
+/// the cap, when the target lies above the alignment cap:
+/// * `BALANCED` and `EVENLY_SPREAD` give `min(target, cap)` where the region holds no aligned
+///   parallelism (1.16: the target);
+/// * the legacy modes give the relaxed downward candidate, reported as `ScalingLimited` (1.16: the
+///   current parallelism when that candidate inverts the scaling direction).
+///
+/// Below the cap both rules agree; `OFF` never aligns. Keyed vertices never meet the rule: their cap
+/// is `min(max parallelism, upper limit)`, which bounds the target already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PartitionCap {
     /// A target above the alignment cap `min(N, max parallelism, upper limit)` ends at or below it
@@ -224,7 +235,7 @@ pub fn align(mode: AlignmentMode, ctx: &AlignmentContext) -> AlignmentResult {
 }
 
 /// Aligns `ctx.target` under `mode` with the partition-cap rule `cap` (the one home of that rule,
-/// see the [module docs](self)).
+/// see [`PartitionCap`]).
 ///
 /// ```
 /// use autoscaler_core::scaling::{AlignmentContext, AlignmentResult, PartitionCap, align_with};

@@ -11,6 +11,19 @@
 //! history helpers follow `ScalingHistoryUtils` and `ScalingTracking` (§2.8). Both the async
 //! `JobAutoScalerImpl` and the `flink-autoscaler replay` tool call it.
 //!
+//! It departs from the reference 1.16 on purpose in two rules, where 1.16 scales a source onto
+//! subtasks that get no partition or aborts on an idle vertex:
+//! * the partition cap in alignment ([`PartitionCap`], replay §3.5.1; the reference's later fix
+//!   FLINK-40389): a source never ends above its partition count, in every mode but `OFF`;
+//! * the observed-scalability guard (replay §3.5.2; FLINK-39890): where the coefficient's fit is
+//!   undefined (Σ(p²) × baseline rate is 0), it is 1.0 instead of aborting the decision.
+//!
+//! `job.autoscaler.compat.reference-1-16: true`
+//! ([`AutoScalerOptions::compat_reference_1_16`]) restores 1.16's answers in both; the abort then
+//! surfaces as [`DecisionError`] from [`try_decide`] (and as
+//! [`PluginError::Aborted`](crate::plugins::PluginError::Aborted) from [`decide_with_plugins`]);
+//! [`decide`], which cannot fail, answers as without the switch there.
+//!
 //! ```
 //! use autoscaler_core::scaling::{DecisionInput, DecisionOutcome, NoChangeReason, decide};
 //! use autoscaler_core::config::AutoScalerOptions;

@@ -1,5 +1,12 @@
 //! The per-vertex parallelism computation (the reference's
 //! `JobVertexScaler.computeScaleTargetParallelism`, anchor §2.4).
+//!
+//! Where this differs from the reference 1.16: the observed-scalability coefficient has a guard
+//! (replay §3.5.2). An idle vertex's zero processing rate in the scaling history makes the
+//! reference 1.16 divide 0 by 0 and throw while rounding the NaN, which aborts the scaling of the
+//! whole job (FLINK-39890, apache/flink-kubernetes-operator PR #1134); here the coefficient is 1.0
+//! (linear scaling) there. `job.autoscaler.compat.reference-1-16: true` restores the abort
+//! ([`DecisionError`]).
 
 use super::alignment::{AlignmentContext, AlignmentResult, PartitionCap, align_with};
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
