@@ -50,10 +50,7 @@ fn bench_cycle(c: &mut Criterion) {
             JobAutoScalerImpl::new(p.collector.clone(), store.clone(), Arc::new(Discard), Arc::new(Discard))
                 .with_clock(Arc::new(move || now));
         let outcome = rt.block_on(autoscaler.run_cycle(&p.ctx)).expect("cycle");
-        assert_eq!(
-        outcome.decision_outcome(),
-        Some(DecisionOutcome::Scale), "{name}"
-    );
+        assert_eq!(outcome.decision_outcome(), Some(DecisionOutcome::Scale), "{name}");
 
         reload(&rt, &store, &p);
 

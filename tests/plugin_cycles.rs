@@ -84,9 +84,9 @@ async fn a_vetoing_executor_blocks_the_scaling_with_an_event_and_records_nothing
     // It stays vetoed, cycle after cycle.
     for _ in 0..3 {
         assert_eq!(
-        h.cycle().await.decision_outcome(),
-        Some(DecisionOutcome::Blocked(BlockReason::Vetoed))
-    );
+            h.cycle().await.decision_outcome(),
+            Some(DecisionOutcome::Blocked(BlockReason::Vetoed))
+        );
     }
     assert_nothing_recorded_or_realized(&h).await;
 }

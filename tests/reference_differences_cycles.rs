@@ -61,7 +61,7 @@ async fn prepared(compat: bool) -> Harness {
 async fn an_idle_history_scales_the_sink_linearly() {
     let h = prepared(false).await;
     // Coefficient 1: the harness's usual 1 -> 2.
-    assert_eq!(h.cycle().await, CycleOutcome::Decided(DecisionOutcome::Scale));
+    assert_eq!(h.cycle().await.decision_outcome(), Some(DecisionOutcome::Scale));
     assert_eq!(h.parallelism(), (2, 2));
     assert_eq!(h.events.reasons(), ["ScalingReport"]);
 }

@@ -25,10 +25,10 @@
 
 use crate::autoscaler::CycleStep;
 use crate::collector::{CollectedJobMetrics, MetricsSnapshot};
-use crate::model::event::EventType;
 use crate::config::AutoScalerOptions;
-use crate::model::state::{ParallelismOverrides, ScalingHistory, ScalingSummary};
+use crate::model::event::EventType;
 pub use crate::model::state::{JobState, StateChanges};
+use crate::model::state::{ParallelismOverrides, ScalingHistory, ScalingSummary};
 use crate::plugins::{PluginError, ResolvedPlugins, evaluate_with_plugins};
 use crate::record::{DecisionRecord, JobOutcome, RecordInput};
 use crate::scaling::{
@@ -835,7 +835,11 @@ pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugin
 }
 
 /// Keeps this cycle's evaluation in the job's state (the store keeps the latest, shared).
-fn keep_evaluated(state: &mut JobState, changes: &mut StateChanges, evaluated: EvaluatedMetrics) -> Arc<EvaluatedMetrics> {
+fn keep_evaluated(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    evaluated: EvaluatedMetrics,
+) -> Arc<EvaluatedMetrics> {
     let evaluated = Arc::new(evaluated);
     state.evaluated_metrics = Some(Arc::clone(&evaluated));
     changes.evaluated_metrics = true;
@@ -1154,7 +1158,7 @@ mod tests {
     }
 
     #[test]
-    fn unmeasured_busy_time_excludes_a_vertex_only_for_flink_metrics() {
+    fn unmeasured_busy_time_excludes_a_vertex_for_every_kind_of_collection() {
         let options = options(&[]);
         let mut state = JobState::default();
         // The sink reports no finite busy time: LOAD NaN, excluded this cycle.
@@ -1174,21 +1178,59 @@ mod tests {
         let listed = self::options(&[("job.autoscaler.vertex.exclude.ids", "sink")]);
         assert!(matches!(effective_options(&listed, &o.unmeasured), Cow::Borrowed(_)));
 
-        // Scaling metrics (a platform's own, or recorded) are used as they are.
+        // Scaling metrics (a platform's own, or recorded) too (replay §3.3 step 7a): a NaN `LOAD`
+        // and an absent one alike.
         let mut nan_load = snapshot(10);
         if let Some(sink) = nan_load.vertex_metrics.get_mut("sink") {
             sink.insert(ScalingMetric::Load, f64::NAN);
         }
+        let mut no_load = snapshot(10);
+        if let Some(sink) = no_load.vertex_metrics.get_mut("sink") {
+            sink.remove(ScalingMetric::Load);
+        }
+        for latest in [nan_load.clone(), no_load] {
+            let o = observe(
+                &mut JobState::default(),
+                &mut StateChanges::default(),
+                collected(at(0), MetricsSnapshot::Scaling(latest)),
+                at(10),
+                at(10),
+                &options,
+            );
+            assert_eq!(o.unmeasured, [VertexId::new("sink")]);
+            assert!(o.report_unmeasured);
+        }
+        // Listed in vertex.exclude.ids already: not unmeasured (and not reported).
+        let o = observe(
+            &mut JobState::default(),
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Scaling(nan_load.clone())),
+            at(10),
+            at(10),
+            &listed,
+        );
+        assert!(o.unmeasured.is_empty());
+        // Under the compat switch, 1.16's rule: silently, and only for Flink metrics.
+        let compat = self::options(&[("job.autoscaler.compat.reference-1-16", "true")]);
         let o = observe(
             &mut JobState::default(),
             &mut StateChanges::default(),
             collected(at(0), MetricsSnapshot::Scaling(nan_load)),
             at(10),
             at(10),
-            &options,
+            &compat,
         );
         assert!(o.unmeasured.is_empty());
-        assert!(o.excluded_vertices(&options).is_empty());
+        let o = observe(
+            &mut JobState::default(),
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Flink(raw(100.0, f64::NAN))),
+            at(10),
+            at(10),
+            &compat,
+        );
+        assert_eq!(o.unmeasured, [VertexId::new("sink")]);
+        assert!(!o.report_unmeasured);
     }
 
     fn summary(current: u32, new: u32) -> ScalingSummary {
@@ -1259,8 +1301,8 @@ mod tests {
             task_manager_cpu: None,
             task_manager_memory: None,
         };
-        let decision = conclude(state, &mut changes, a.scaling, &facts, &ResolvedPlugins::default())
-            .expect("no plugin to fail");
+        let decision =
+            conclude(state, &mut changes, a.scaling, &facts, &ResolvedPlugins::default()).expect("no plugin to fail");
         (changes, Some(decision))
     }
 
@@ -1335,7 +1377,14 @@ mod tests {
             at(10),
             &options,
         );
-        let a = assess(&mut state, &mut changes, &o, at(10), &options, &ResolvedPlugins::default());
+        let a = assess(
+            &mut state,
+            &mut changes,
+            &o,
+            at(10),
+            &options,
+            &ResolvedPlugins::default(),
+        );
         assert_eq!(a.stage, Stage::InsufficientSamples);
         assert_eq!(a.scaling.restart_time, Duration::from_secs(300));
     }

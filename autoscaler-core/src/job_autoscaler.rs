@@ -8,8 +8,8 @@ use crate::context::GaugeKind;
 use crate::context::{JobAutoScalerContext, JobStatus};
 use crate::cycle::{self, CycleInput, CycleMetrics, CycleOutcome, CycleResult};
 use crate::event::AutoScalerEventHandler;
-use crate::model::state::{ConfigChanges, ParallelismOverrides};
 use crate::model::event::ScalingReport;
+use crate::model::state::{ConfigChanges, ParallelismOverrides};
 use crate::model::state::{JobState, StateChanges};
 use crate::plugins::PluginRegistry;
 use crate::realizer::ScalingRealizer;
@@ -247,7 +247,11 @@ where
         };
         let result = cycle::run(&mut state, input, &plugins);
         end.excluded.clone_from(&result.excluded);
-        if let Some(evaluated) = state.evaluated_metrics.as_ref().filter(|_| result.changes.evaluated_metrics) {
+        if let Some(evaluated) = state
+            .evaluated_metrics
+            .as_ref()
+            .filter(|_| result.changes.evaluated_metrics)
+        {
             report_gauges(ctx, evaluated);
         }
         // The one exit: nothing of the cycle is emitted or realized before it is durable.

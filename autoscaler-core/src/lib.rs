@@ -36,9 +36,9 @@ pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, Metrics
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
 };
+pub use cycle::CycleOutcome;
 pub use event::AutoScalerEventHandler;
 pub use event_logging::LoggingEventHandler;
-pub use cycle::CycleOutcome;
 pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
 pub use model::event::{
     EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED,

@@ -21,7 +21,6 @@ fn decide(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-
 #[derive(Debug, Clone)]
 struct GenVertex {
     parallelism: u32,

@@ -24,7 +24,6 @@ fn decide(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-
 fn at(minutes: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_714_557_600, 0).single().unwrap_or_default() + TimeDelta::minutes(minutes)
 }

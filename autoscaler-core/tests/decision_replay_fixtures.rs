@@ -29,7 +29,6 @@ fn decide(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-
 /// Config keys the bench scenarios set; neither influences the decision stage.
 const WINDOW_KEYS: [&str; 2] = ["job.autoscaler.metrics.window", "job.autoscaler.stabilization.interval"];
 

@@ -21,7 +21,6 @@ fn decide(
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-
 const MIB: f64 = 1_048_576.0;
 
 fn id(i: usize) -> VertexId {

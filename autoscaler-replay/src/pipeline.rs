@@ -14,8 +14,7 @@ use autoscaler_core::{
 };
 use autoscaler_metrics::root_cause::Explanation;
 use autoscaler_metrics::{
-    EvaluatedMetrics, EvaluatedScalingMetric, JobTopology, ScalingMetric,
-    compute_processing_rate_thresholds,
+    EvaluatedMetrics, EvaluatedScalingMetric, JobTopology, ScalingMetric, compute_processing_rate_thresholds,
 };
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};

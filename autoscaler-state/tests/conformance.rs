@@ -120,7 +120,11 @@ async fn job_state_reads_and_writes_in_one_call(db: &TestDb) {
     assert_eq!(read.config_changes, ConfigChanges::default());
     assert_eq!(read.delayed_scale_down, DelayedScaleDown::default());
 
-    assert_eq!(store.get_evaluated_metrics(&c).await.unwrap(), None, "not marked changed");
+    assert_eq!(
+        store.get_evaluated_metrics(&c).await.unwrap(),
+        None,
+        "not marked changed"
+    );
 
     // Every part, the evaluated metrics included (part of the state, no call of their own).
     store.store_job_state(&c, &state, &StateChanges::all()).await.unwrap();

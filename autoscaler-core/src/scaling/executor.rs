@@ -6,13 +6,10 @@ use super::delayed_scale_down::clear_all;
 use super::report;
 use super::vertex_scaler::{VertexScaleInput, compute_scale_target_parallelism};
 use super::{
-    BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint,
-    VertexDecision,
+    BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision,
 };
 use crate::model::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
-use crate::plugins::{
-    ChainOutcome, DecisionHooks, PluginError, ResolvedPlugins, ScalingSummaries,
-};
+use crate::plugins::{ChainOutcome, DecisionHooks, PluginError, ResolvedPlugins, ScalingSummaries};
 use crate::tuning::{self, TuningInput};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexInfo,
@@ -41,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 ///
 /// # Errors
 /// [`PluginError`] when a custom alignment mode, the resource check or an executor fails, or an
-/// executor returns an unusable summary; [`PluginError::Aborted`] ([`DecisionError`]) where the
+/// executor returns an unusable summary; [`PluginError::Aborted`] ([`DecisionError`](super::DecisionError)) where the
 /// reference 1.16 aborts the decision and `job.autoscaler.compat.reference-1-16` asks to do the
 /// same. Nothing is to be recorded then; the delayed scale-down state may have been updated for
 /// the vertices decided before, and the caller discards it.

@@ -20,11 +20,11 @@
 //!
 //! `job.autoscaler.compat.reference-1-16: true`
 //! ([`AutoScalerOptions::compat_reference_1_16`]) restores 1.16's answers in both; the abort then
-//! surfaces as [`DecisionError`] from [`try_decide`] (and as
-//! [`PluginError::Aborted`](crate::plugins::PluginError::Aborted) from [`decide_with_plugins`]);
-//! [`decide`], which cannot fail, answers as without the switch there.
+//! surfaces from [`decide`] as [`PluginError::Aborted`](crate::plugins::PluginError::Aborted)
+//! ([`DecisionError`]).
 //!
 //! ```
+//! use autoscaler_core::plugins::ResolvedPlugins;
 //! use autoscaler_core::scaling::{DecisionInput, DecisionOutcome, NoChangeReason, decide};
 //! use autoscaler_core::config::AutoScalerOptions;
 //! use autoscaler_core::{DelayedScaleDown, ScalingHistory};
@@ -44,7 +44,8 @@
 //!     task_manager_cpu: None,
 //!     task_manager_memory: None,
 //! };
-//! let decision = decide(&input, &mut DelayedScaleDown::default());
+//! let decision = decide(&input, &ResolvedPlugins::default(), &mut DelayedScaleDown::default())
+//!     .expect("no plugin to fail");
 //! assert_eq!(decision.outcome, DecisionOutcome::NoChange(NoChangeReason::AtTarget));
 //! assert_eq!(decision.parallelism["src"], 2);
 //! ```
