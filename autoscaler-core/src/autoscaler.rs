@@ -23,6 +23,15 @@ pub trait JobAutoScaler<K, Ctx>: Send + Sync {
     async fn scale(&self, ctx: &Ctx) -> Result<(), AutoscalerError>;
     /// Forgets everything about the job `job_key` (it was deleted or disappeared).
     async fn cleanup(&self, job_key: &K);
+    /// Drops whatever this autoscaler caches about `job_key` (state, collector memory) without
+    /// touching what is persisted, so the next cycle starts from the stored record. The
+    /// standalone loop calls it when this replica acquires a job it did not hold (another
+    /// replica may have written it meanwhile) and when it loses one. The default does nothing.
+    async fn forget_cached(&self, _job_key: &K)
+    where
+        K: Sync,
+    {
+    }
 }
 
 /// Lists the jobs the standalone autoscaler should scale (FLIP-334's `JobListFetcher`).

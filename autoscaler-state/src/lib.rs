@@ -134,6 +134,7 @@ mod cache;
 mod codec;
 mod db;
 mod event;
+mod lease;
 mod store;
 
 pub use codec::{
@@ -141,6 +142,7 @@ pub use codec::{
 };
 pub use db::{StateUrl, StoreOptions};
 pub use event::{AnyEventHandler, StoredEvent, event_key, open_event_handler};
+pub use lease::{DbJobOwnership, LeaseInfo};
 pub use store::{
     AnyStateStore, InMemoryStateStore, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_FAILED_REASON,
     flush_or_warn, open_state_store,
