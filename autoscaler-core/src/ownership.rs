@@ -86,7 +86,7 @@ use crate::config::{Configuration, OptionsError, parse_duration};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -120,15 +120,15 @@ impl JobLease {
 }
 
 /// What one round of [`JobOwnership::acquire_and_renew`] found: the jobs held and the replicas seen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ownership<K: Eq + Hash> {
+#[derive(Debug, Clone)]
+pub struct Ownership<K> {
     /// Every candidate job this replica holds now.
     pub leases: HashMap<K, JobLease>,
     /// The replicas the coordinator considers alive, this one included, sorted.
     pub live_replicas: Vec<String>,
 }
 
-impl<K: Eq + Hash> Default for Ownership<K> {
+impl<K> Default for Ownership<K> {
     fn default() -> Self {
         Ownership {
             leases: HashMap::new(),
@@ -169,7 +169,7 @@ pub enum OwnershipError {
 
 /// Which jobs this replica owns (see the [module docs](self) for the contract).
 #[async_trait]
-pub trait JobOwnership<K: Eq + Hash>: Send + Sync {
+pub trait JobOwnership<K>: Send + Sync {
     /// This replica's name, as other replicas and the coordinator see it.
     fn replica_id(&self) -> &str;
 
@@ -410,9 +410,9 @@ pub struct OwnershipStats {
     live_replicas: AtomicU64,
     ownership_changes: AtomicU64,
     failed_rounds: AtomicU64,
+    last_round_failed: AtomicBool,
 }
 
-#[allow(dead_code)] // used by the standalone loop (next commit)
 impl OwnershipStats {
     /// Jobs this replica holds a valid lease on after the last round.
     pub fn owned_jobs(&self) -> u64 {
@@ -431,6 +431,15 @@ impl OwnershipStats {
         self.failed_rounds.load(Ordering::Relaxed)
     }
 
+    /// Whether the last round succeeded (a service's readiness: it reaches the coordinator and
+    /// holds its leases). True before the first round.
+    pub fn last_round_succeeded(&self) -> bool {
+        !self.last_round_failed.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_round_ok(&self, ok: bool) {
+        self.last_round_failed.store(!ok, Ordering::Relaxed);
+    }
     pub(crate) fn set_owned(&self, owned: usize, replicas: usize) {
         self.owned_jobs.store(owned as u64, Ordering::Relaxed);
         self.live_replicas.store(replicas as u64, Ordering::Relaxed);
