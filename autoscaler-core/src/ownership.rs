@@ -1,86 +1,6 @@
-//! Which jobs this replica may act on: the [`JobOwnership`] seam of the standalone loop.
-//!
-//! Several autoscaler processes (replicas) may share one job list and one state database. Each
-//! job must then be acted on (collected, decided, written, rescaled) by exactly one of them. The
-//! standalone loop asks a [`JobOwnership`] at every round which of the listed jobs it owns, and
-//! only those get a cycle.
-//!
-//! ## The contract
-//!
-//! - A round ([`JobOwnership::acquire_and_renew`]) renews the leases this replica holds, takes the
-//!   free ones it should own, gives up the ones it should no longer own, and answers with the set
-//!   it holds now, each job with its **epoch** (a number that grows every time the job changes
-//!   owner) and its **local deadline** ([`JobLease::valid_until`]).
-//! - The local deadline is measured on this process's monotonic clock from the *start* of the
-//!   round that last renewed the lease: `round start + lease duration - safety margin`. Past it,
-//!   the replica must treat the lease as lost even if it could not learn anything from the
-//!   coordinator (database down, network cut, the process paused): that is **self-fencing**. The
-//!   coordinator counts the lease duration from a later instant (when it executed the renewal), so
-//!   the replica always stops before anyone else may start, as long as the two clocks run at about
-//!   the same rate. The margin absorbs the difference in rate and the time between "deadline
-//!   passed" and "the last action stopped"; [`HaOptions::safety_margin`] documents its default.
-//! - A store that takes part (the database store of `autoscaler-state`) also **fences** writes:
-//!   a flush checks, in its own transaction, that the writer still holds the lease with the
-//!   epoch it was given, and is refused with [`StateError::Fenced`](crate::StateError::Fenced)
-//!   otherwise. Self-fencing stops a replica that knows it is late; fencing stops one that does
-//!   not (a process frozen for longer than the lease, whose monotonic clock did not move).
-//! - [`JobOwnership::release`] gives leases up at once (a handoff: another replica takes them at
-//!   its next round); [`JobOwnership::leave`] gives up everything and leaves the membership, as a
-//!   replica does on SIGTERM after its cycles in flight have finished.
-//!
-//! The semantics follow the Kubernetes `Lease` object (holder identity, lease duration, renew
-//! time, lease transitions) and the leader election of the reference's operator (lease
-//! duration 15 s, renew deadline 10 s, retry period 2 s), applied per job instead of per process.
-//!
-//! ## Implementations
-//!
-//! - [`SoleOwner`]: this process owns every job (one process, the `memory` store, tests).
-//! - `autoscaler_state::DbJobOwnership`: leases rows in the shared state database, taken and
-//!   renewed with conditional writes on the database's clock, jobs spread over the live replicas
-//!   by [`rendezvous_winner`].
-//! - A platform with its own scheme implements the trait, e.g. one Kubernetes `Lease` per job:
-//!
-//! ```
-//! use autoscaler_core::async_trait;
-//! use autoscaler_core::{JobLease, JobOwnership, Ownership, OwnershipError};
-//! use std::time::Duration;
-//!
-//! /// Owns a job while it holds the job's Kubernetes Lease (`autoscaler-<job>`).
-//! struct KubeLeases {
-//!     identity: String,
-//!     lease_duration: Duration,
-//! }
-//!
-//! #[async_trait]
-//! impl JobOwnership<String> for KubeLeases {
-//!     fn replica_id(&self) -> &str {
-//!         &self.identity
-//!     }
-//!     fn renew_interval(&self) -> Duration {
-//!         self.lease_duration / 3
-//!     }
-//!     async fn acquire_and_renew(&self, candidates: &[String]) -> Result<Ownership<String>, OwnershipError> {
-//!         let started = tokio::time::Instant::now();
-//!         let mut owned = Ownership::default();
-//!         for job in candidates {
-//!             // GET the Lease; if we hold it, or it is free or expired, PUT it with our identity
-//!             // and renewTime, using its resourceVersion (a conditional write); leaseTransitions
-//!             // is the epoch. Here: pretend every PUT succeeded.
-//!             let transitions = 1;
-//!             owned.leases.insert(job.clone(), JobLease {
-//!                 epoch: transitions,
-//!                 valid_until: started + self.lease_duration - self.lease_duration / 3,
-//!             });
-//!         }
-//!         owned.live_replicas = vec![self.identity.clone()];
-//!         Ok(owned)
-//!     }
-//!     async fn release(&self, _jobs: &[String]) -> Result<(), OwnershipError> {
-//!         // Clear holderIdentity of each Lease, again conditionally.
-//!         Ok(())
-//!     }
-//! }
-//! ```
+//! Which jobs this replica may act on: the [`JobOwnership`] seam of the standalone loop, its
+//! single-process implementation [`SoleOwner`], the rendezvous assignment of jobs to replicas
+//! and the `autoscaler.service.ha.*` options.
 
 use crate::config::{Configuration, OptionsError, parse_duration};
 use async_trait::async_trait;
@@ -167,7 +87,89 @@ pub enum OwnershipError {
     Misconfigured(String),
 }
 
-/// Which jobs this replica owns (see the [module docs](self) for the contract).
+/// Which jobs this replica owns.
+///
+/// Several autoscaler processes (replicas) may share one job list and one state database. Each
+/// job must then be acted on (collected, decided, written, rescaled) by exactly one of them. The
+/// standalone loop asks a [`JobOwnership`] at every round which of the listed jobs it owns, and
+/// only those get a cycle.
+///
+/// ## The contract
+///
+/// - A round ([`JobOwnership::acquire_and_renew`]) renews the leases this replica holds, takes the
+///   free ones it should own, gives up the ones it should no longer own, and answers with the set
+///   it holds now, each job with its **epoch** (a number that grows every time the job changes
+///   owner) and its **local deadline** ([`JobLease::valid_until`]).
+/// - The local deadline is measured on this process's monotonic clock from the *start* of the
+///   round that last renewed the lease: `round start + lease duration - safety margin`. Past it,
+///   the replica must treat the lease as lost even if it could not learn anything from the
+///   coordinator (database down, network cut, the process paused): that is **self-fencing**. The
+///   coordinator counts the lease duration from a later instant (when it executed the renewal), so
+///   the replica always stops before anyone else may start, as long as the two clocks run at about
+///   the same rate. The margin absorbs the difference in rate and the time between "deadline
+///   passed" and "the last action stopped"; [`HaOptions::safety_margin`] documents its default.
+/// - A store that takes part (the database store of `autoscaler-state`) also **fences** writes:
+///   a flush checks, in its own transaction, that the writer still holds the lease with the
+///   epoch it was given, and is refused with [`StateError::Fenced`](crate::StateError::Fenced)
+///   otherwise. Self-fencing stops a replica that knows it is late; fencing stops one that does
+///   not (a process frozen for longer than the lease, whose monotonic clock did not move).
+/// - [`JobOwnership::release`] gives leases up at once (a handoff: another replica takes them at
+///   its next round); [`JobOwnership::leave`] gives up everything and leaves the membership, as a
+///   replica does on SIGTERM after its cycles in flight have finished.
+///
+/// The semantics follow the Kubernetes `Lease` object (holder identity, lease duration, renew
+/// time, lease transitions) and the leader election of the reference's operator (lease
+/// duration 15 s, renew deadline 10 s, retry period 2 s), applied per job instead of per process.
+///
+/// ## Implementations
+///
+/// - [`SoleOwner`]: this process owns every job (one process, the `memory` store, tests).
+/// - `autoscaler_state::DbJobOwnership`: leases rows in the shared state database, taken and
+///   renewed with conditional writes on the database's clock, jobs spread over the live replicas
+///   by [`rendezvous_winner`].
+/// - A platform with its own scheme implements the trait, e.g. one Kubernetes `Lease` per job:
+///
+/// ```
+/// use autoscaler_core::async_trait;
+/// use autoscaler_core::{JobLease, JobOwnership, Ownership, OwnershipError};
+/// use std::time::Duration;
+///
+/// /// Owns a job while it holds the job's Kubernetes Lease (`autoscaler-<job>`).
+/// struct KubeLeases {
+///     identity: String,
+///     lease_duration: Duration,
+/// }
+///
+/// #[async_trait]
+/// impl JobOwnership<String> for KubeLeases {
+///     fn replica_id(&self) -> &str {
+///         &self.identity
+///     }
+///     fn renew_interval(&self) -> Duration {
+///         self.lease_duration / 3
+///     }
+///     async fn acquire_and_renew(&self, candidates: &[String]) -> Result<Ownership<String>, OwnershipError> {
+///         let started = tokio::time::Instant::now();
+///         let mut owned = Ownership::default();
+///         for job in candidates {
+///             // GET the Lease; if we hold it, or it is free or expired, PUT it with our identity
+///             // and renewTime, using its resourceVersion (a conditional write); leaseTransitions
+///             // is the epoch. Here: pretend every PUT succeeded.
+///             let transitions = 1;
+///             owned.leases.insert(job.clone(), JobLease {
+///                 epoch: transitions,
+///                 valid_until: started + self.lease_duration - self.lease_duration / 3,
+///             });
+///         }
+///         owned.live_replicas = vec![self.identity.clone()];
+///         Ok(owned)
+///     }
+///     async fn release(&self, _jobs: &[String]) -> Result<(), OwnershipError> {
+///         // Clear holderIdentity of each Lease, again conditionally.
+///         Ok(())
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait JobOwnership<K>: Send + Sync {
     /// This replica's name, as other replicas and the coordinator see it.

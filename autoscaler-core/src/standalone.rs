@@ -13,6 +13,10 @@
 //!   [`StandaloneAutoscaler::run_with_abort`] that wait is bounded and the scales still running are
 //!   cancelled.
 //!
+//! With [`StandaloneAutoscaler::with_ownership`] several replicas share the jobs: only the jobs
+//! a [`JobOwnership`] grants this replica get a cycle, and a cycle whose lease is lost is
+//! cancelled (see that method for the rules).
+//!
 //! The fetch and the cleanups run on the loop itself, as on the reference's single loop thread:
 //! a fetcher must bound its own time (the reference's REST timeout), and `cleanup` should be quick.
 //!

@@ -1,66 +1,5 @@
-//! Job leases in the state database: [`DbJobOwnership`], the database implementation of
-//! [`JobOwnership`].
-//!
-//! ## Tables (migration `0002_job_leases.sql` of each dialect)
-//!
-//! - `t_flink_autoscaler_replica (replica_id, heartbeat_at)`: one row per replica, its last
-//!   heartbeat. A replica is **live** while its heartbeat is younger than the lease duration.
-//! - `t_flink_autoscaler_job_lease (job_key, owner, epoch, expires_at)`: one row per job ever
-//!   leased. `owner` is `NULL` when the lease is free; `epoch` grows by one every time the lease
-//!   is taken; `expires_at` is when it lapses.
-//!
-//! Every time is milliseconds since the Unix epoch **on the database's clock**: the statements
-//! compute it themselves (`julianday('now')`, `clock_timestamp()`, `UTC_TIMESTAMP(6)`), so
-//! replicas whose clocks disagree still agree on who holds what.
-//!
-//! ## One round ([`JobOwnership::acquire_and_renew`])
-//!
-//! 1. Heartbeat, then read the live replicas.
-//! 2. For each candidate job, the **rendezvous winner** among the live replicas
-//!    ([`rendezvous_winner`]) is the replica that should own it. Every replica computes the same
-//!    winner from the same member list, and a replica joining or leaving moves only the jobs it
-//!    wins or won.
-//! 3. Give up (set free) the leases this replica holds on jobs it no longer wins or that are no
-//!    longer candidates: a handoff, which the winner completes at its next round.
-//! 4. Renew the leases still held: `expires_at = now + duration` only where `owner` is this
-//!    replica and the lease has not expired. An expired lease is never renewed, even if nobody
-//!    took it: it must be taken again, which grows its epoch.
-//! 5. Take the jobs this replica wins and does not hold, only where the lease is free or
-//!    expired: `owner = me, epoch = epoch + 1, expires_at = now + duration`. A job another
-//!    live replica still holds is left alone until that replica gives it up (step 3 of its next
-//!    round) or stops renewing it (its lease expires).
-//! 6. Read back what this replica holds, unexpired: that, with the local deadline
-//!    `round start + lease duration - safety margin`, is the answer.
-//!
-//! Each step is one conditional statement (per 200 jobs), so two replicas racing for a lease
-//! cannot both get it: the database serializes the two updates and the second finds the lease
-//! taken. A failed step fails the round; the previous answer then lapses at its local deadlines.
-//!
-//! ## Fencing
-//!
-//! The store the ownership is attached to ([`DbJobOwnership::attach`]) fences every flush: the
-//! job must be held on this process's clock (its local deadline not passed), the cache must have
-//! been loaded under the current epoch, and the flush's transaction first runs
-//! `UPDATE ... SET epoch = epoch WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > now`.
-//! Matching no row refuses the flush with [`StateError::Fenced`] and nothing is written; matching
-//! it locks the lease row until the commit, so a takeover waits for the flush and the new owner
-//! reads what it wrote.
-//!
-//! ## Guarantees and failure modes
-//!
-//! - At most one replica holds a job's lease at any instant of the database's clock, and a
-//!   replica stops acting on its own clock before that instant (the safety margin, a third of
-//!   the lease duration, see [`HaOptions::safety_margin`]).
-//! - A replica killed (`kill -9`) or cut off stops renewing; its heartbeat ages out and its
-//!   leases expire after at most the lease duration, then the new winners take its jobs at their
-//!   next round: takeover within lease duration + renew interval.
-//! - A replica that shuts down cleanly calls [`JobOwnership::leave`]: its leases are freed and it
-//!   leaves the member list at once, so the others take over at their next round.
-//! - A replica frozen longer than its lease (a stopped VM, a paused container) may resume
-//!   believing it still holds its jobs; its first flush is refused by the epoch check.
-//! - A job no live replica lists (every winner's job list lacks it) has no owner until one does.
-//! - Without the database nobody can take or renew anything: every replica stops acting once its
-//!   local deadlines pass, and resumes when the database is back.
+//! Job leases in the state database: [`DbJobOwnership`]. The protocol, its guarantees and its
+//! failure modes are described in the crate docs, "Several replicas".
 
 use crate::db::Db;
 use crate::store::AnyStateStore;
@@ -136,7 +75,7 @@ pub struct LeaseInfo {
 }
 
 /// Job ownership through lease rows in the shared state database (SQLite, PostgreSQL,
-/// MySQL/MariaDB); see the [module docs](self) for the protocol.
+/// MySQL/MariaDB); see the [crate docs](crate#several-replicas) for the protocol.
 ///
 /// ```no_run
 /// use autoscaler_core::{HaOptions, JobOwnership};
