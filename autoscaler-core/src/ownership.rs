@@ -293,11 +293,7 @@ impl HaOptions {
     pub fn from_configuration(conf: &Configuration) -> Result<Self, OptionsError> {
         let mut options = HaOptions::default();
         if let Some(id) = conf.get(HA_REPLICA_ID_KEY) {
-            let id = id.trim();
-            if id.is_empty() || id.len() > 255 {
-                return Err(invalid(HA_REPLICA_ID_KEY, id, "a name of 1 to 255 bytes"));
-            }
-            options.replica_id = id.to_owned();
+            options.replica_id = id.trim().to_owned();
         }
         for (key, field) in [
             (HA_LEASE_DURATION_KEY, &mut options.lease_duration),
@@ -315,8 +311,18 @@ impl HaOptions {
         Ok(options)
     }
 
-    /// Checks that the renew interval is positive and at most a third of the lease duration.
+    /// Checks that the replica id is a name of 1 to 255 bytes and that the renew interval is
+    /// positive and at most a third of the lease duration. Replica ids must also be unique among
+    /// the replicas sharing a database: two processes with one name would both believe they hold
+    /// that name's leases (the default, host name and pid, is unique).
     pub fn validate(&self) -> Result<(), OptionsError> {
+        if self.replica_id.is_empty() || self.replica_id.len() > 255 || self.replica_id.trim() != self.replica_id {
+            return Err(invalid(
+                HA_REPLICA_ID_KEY,
+                &self.replica_id,
+                "a name of 1 to 255 bytes without surrounding spaces",
+            ));
+        }
         if self.renew_interval.is_zero() || self.renew_interval.saturating_mul(3) > self.lease_duration {
             return Err(OptionsError::InvalidValue {
                 key: HA_RENEW_INTERVAL_KEY.to_owned(),

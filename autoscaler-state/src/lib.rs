@@ -183,7 +183,10 @@
 //!   leaves the member list at once, so the others take over at their next round.
 //! - A replica frozen longer than its lease (a stopped VM, a paused container) may resume
 //!   believing it still holds its jobs; its first flush is refused by the epoch check.
-//! - A job no live replica lists (every winner's job list lacks it) has no owner until one does.
+//! - A job whose rendezvous winner does not list it (replicas whose job lists differ) has no
+//!   owner until the lists agree: give every replica the same job source.
+//! - Two processes with the same replica id would share its leases: keep ids unique (the
+//!   default, host name and pid, is).
 //! - Without the database nobody can take or renew anything: every replica stops acting once its
 //!   local deadlines pass, and resumes when the database is back.
 //!

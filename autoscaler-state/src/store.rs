@@ -291,7 +291,8 @@ pub async fn open_state_store(url: &str) -> Result<AnyStateStore, StateError> {
 
 /// Flushes `ctx`'s state; if that fails, emits a Warning event ([`STATE_FLUSH_FAILED_REASON`])
 /// through `events` and returns the typed error. The cached state is kept, so the next flush
-/// writes it.
+/// writes it. A flush refused because this replica no longer owns the job
+/// ([`StateError::Fenced`]) emits no event: the job is another replica's to report on.
 pub async fn flush_or_warn<K, Ctx, S, E>(store: &S, events: &E, ctx: &Ctx) -> StateResult<()>
 where
     Ctx: JobAutoScalerContext<K>,
@@ -299,8 +300,10 @@ where
     E: AutoScalerEventHandler<K, Ctx> + ?Sized,
 {
     let result = store.flush(ctx).await;
-    if let Err(error) = &result {
-        events.handle_exception(ctx, STATE_FLUSH_FAILED_REASON, error).await;
+    match &result {
+        Err(error @ StateError::Fenced { .. }) => tracing::warn!(%error, "not the job's owner any more"),
+        Err(error) => events.handle_exception(ctx, STATE_FLUSH_FAILED_REASON, error).await,
+        Ok(()) => {}
     }
     result
 }

@@ -264,8 +264,15 @@ async fn a_stale_owners_flush_is_refused(db: &TestDb) {
     expire(db, &job.job_key).await;
     assert_eq!(b.try_take(&job.job_key).await.unwrap(), Some(2));
     a_store.store_parallelism_overrides(&job, &overrides(8)).await.unwrap();
-    let refused = a_store.flush(&job).await.unwrap_err();
+    let events = autoscaler_state::AnyEventHandler::open(&db.url).await.unwrap();
+    let refused = autoscaler_state::flush_or_warn(&*a_store, &events, &job)
+        .await
+        .unwrap_err();
     assert!(matches!(refused, StateError::Fenced { .. }), "{refused}");
+    assert!(
+        events.events(&job.job_key).await.unwrap().is_empty(),
+        "no event from a non-owner"
+    );
     assert!(refused.to_string().contains("epoch 1"), "{refused}");
     assert_eq!(db.state_rows(&job.job_key).await, before, "nothing written");
     // A's cache of the job was dropped: it reads what the database holds.
