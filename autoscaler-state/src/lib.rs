@@ -203,6 +203,8 @@
 //! 1 s), and a replica leaving handed 6 jobs over in 2 to 30 ms (leave and one round of the
 //! other). Each job's counter, incremented by every cycle through the fenced store, stayed
 //! 1, 2, 3, ... throughout: no two writers, and every new owner started from the persisted state.
+//! A round over 1000 jobs (debug build, loopback servers) takes them all in 15 ms (SQLite),
+//! 250 ms (PostgreSQL 15), 235 ms (MariaDB 10.11), and renews them in 13, 106 and 65 ms.
 //!
 //! ## Cost (`cargo bench -p autoscaler-state --bench store`)
 //!

@@ -433,3 +433,22 @@ async fn jobs_spread_over_replicas_and_few_move(db: &TestDb) {
     }
 }
 per_backend!(jobs_spread_over_replicas_and_few_move);
+
+// The cost of a round over a large fleet: taking 1000 jobs, then renewing them.
+async fn a_round_over_a_thousand_jobs_is_quick(db: &TestDb) {
+    let Some((_store, a)) = replica(db, "a", 60_000).await else {
+        return;
+    };
+    let all = jobs("large", 1000);
+    let started = Instant::now();
+    assert_eq!(round(&a, &all).await.len(), 1000);
+    let first = started.elapsed();
+    let started = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(round(&a, &all).await.len(), 1000);
+    }
+    let steady = started.elapsed() / 5;
+    eprintln!("round over 1000 jobs: {first:?} taking them all, {steady:?} renewing");
+    assert!(steady < Duration::from_secs(2), "{steady:?}");
+}
+per_backend!(a_round_over_a_thousand_jobs_is_quick);
