@@ -725,10 +725,7 @@ where
         if current.leases.values().all(|lease| lease.is_valid_at(now)) {
             return;
         }
-        let mut kept = Ownership {
-            leases: current.leases.clone(),
-            live_replicas: current.live_replicas.clone(),
-        };
+        let mut kept = Ownership::clone(&current);
         kept.leases.retain(|key, lease| {
             let valid = lease.is_valid_at(now);
             if !valid {
