@@ -14,6 +14,16 @@ pub enum AutoscalerError {
         /// What went wrong.
         message: String,
     },
+    /// This replica no longer owns the job (its lease expired or was taken over): the cycle's
+    /// state was not written, nothing was realized, and the job is another replica's now. Not an
+    /// error of the job: no `AutoscalerError` event is emitted for it.
+    #[error("job {job_key} is no longer owned by this replica: {reason}")]
+    Fenced {
+        /// The job key's `Display` form.
+        job_key: String,
+        /// Why the lease is not held.
+        reason: String,
+    },
 }
 
 impl AutoscalerError {
@@ -25,10 +35,11 @@ impl AutoscalerError {
         }
     }
 
-    /// The step that failed.
+    /// The step that failed (a fenced cycle failed to persist).
     pub fn step(&self) -> CycleStep {
         match self {
             Self::Cycle { step, .. } => *step,
+            Self::Fenced { .. } => CycleStep::Persist,
         }
     }
 }
@@ -82,6 +93,15 @@ pub trait JobAutoScaler<K, Ctx>: Send + Sync {
     async fn scale(&self, ctx: &Ctx) -> Result<(), AutoscalerError>;
     /// Forgets everything about the job `job_key` (it was deleted or disappeared).
     async fn cleanup(&self, job_key: &K);
+    /// Drops whatever this autoscaler caches about `job_key` (state, collector memory) without
+    /// touching what is persisted, so the next cycle starts from the stored record. The
+    /// standalone loop calls it when this replica acquires a job it did not hold (another
+    /// replica may have written it meanwhile) and when it loses one. The default does nothing.
+    async fn forget_cached(&self, _job_key: &K)
+    where
+        K: Sync,
+    {
+    }
 }
 
 /// Lists the jobs the standalone autoscaler should scale (FLIP-334's `JobListFetcher`).

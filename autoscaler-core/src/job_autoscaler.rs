@@ -14,7 +14,7 @@ use crate::model::state::{JobState, StateChanges};
 use crate::plugins::PluginRegistry;
 use crate::realizer::ScalingRealizer;
 use crate::scaling::DecisionOutcome;
-use crate::state::AutoScalerStateStore;
+use crate::state::{AutoScalerStateStore, StateError};
 use async_trait::async_trait;
 use autoscaler_metrics::{ScalingMetric, VertexId};
 use std::marker::PhantomData;
@@ -145,6 +145,8 @@ where
         let result = self.run_cycle_inner(ctx, &mut end).await;
         let result = match result {
             Ok(outcome) => Ok(outcome),
+            // Another replica's job now: nothing of this cycle happened, and it is no fault of the job.
+            Err(error @ AutoscalerError::Fenced { .. }) => return Err(error),
             Err(error) => {
                 self.report_error(ctx, &error).await;
                 Err(error)
@@ -181,7 +183,10 @@ where
         };
         if let Err(error) = written {
             self.state_store.remove_info_from_cache(ctx.job_key()).await;
-            return Err(AutoscalerError::cycle(CycleStep::Persist, error));
+            return Err(match error {
+                StateError::Fenced { job_key, reason } => AutoscalerError::Fenced { job_key, reason },
+                other => AutoscalerError::cycle(CycleStep::Persist, other),
+            });
         }
         Ok(())
     }
@@ -450,6 +455,13 @@ where
 {
     async fn scale(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
         self.run_cycle(ctx).await.map(|_| ())
+    }
+
+    async fn forget_cached(&self, job_key: &K)
+    where
+        K: Sync,
+    {
+        self.state_store.remove_info_from_cache(job_key).await;
     }
 
     async fn cleanup(&self, job_key: &K) {

@@ -4,7 +4,8 @@
 //! ([`JobAutoScalerContext`], [`ScalingRealizer`], [`AutoScalerEventHandler`],
 //! [`AutoScalerStateStore`], [`MetricsCollector`]), the configuration and typed `job.autoscaler.*`
 //! options ([`config`]), the per-vertex scaler, the scaling executor, memory autotuning ([`tuning`]),
-//! `JobAutoScalerImpl` and the standalone control loop.
+//! `JobAutoScalerImpl`, the standalone control loop and the [`JobOwnership`] seam that lets
+//! several replicas share the jobs.
 
 // The FLIP-334 seams, the cycle and the standalone loop: private modules, their items at the root.
 mod autoscaler;
@@ -14,6 +15,7 @@ mod context;
 mod event;
 mod event_logging;
 mod job_autoscaler;
+mod ownership;
 mod realizer;
 mod standalone;
 mod state;
@@ -47,6 +49,11 @@ pub use model::event::{
 pub use model::state::{
     ConfigChanges, DelayedScaleDown, JobState, ParallelismOverrides, RecommendedParallelism, ScalingHistory,
     ScalingRecord, ScalingSummary, ScalingTracking, StateChanges, VertexDelayedScaleDownInfo,
+};
+pub use ownership::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_INTERVAL, HA_LEASE_DURATION_KEY, HA_RENEW_INTERVAL_KEY, HA_REPLICA_ID_KEY,
+    HaOptions, JobLease, JobOwnership, Ownership, OwnershipError, OwnershipStats, SoleOwner, default_replica_id,
+    rendezvous_score, rendezvous_winner,
 };
 pub use realizer::{RealizeError, ScalingRealizer};
 pub use standalone::{

@@ -29,6 +29,17 @@ pub enum StateError {
         /// What was wrong.
         message: String,
     },
+    /// The write was refused because this replica no longer owns the job (its lease expired
+    /// locally, or another replica took it over: a newer epoch). Nothing was written and the
+    /// job's cache was dropped; the replica must stop acting on the job (see
+    /// [`JobOwnership`](crate::JobOwnership)).
+    #[error("state of job {job_key} not written: {reason}")]
+    Fenced {
+        /// The job key's `Display` form.
+        job_key: String,
+        /// Why the lease is not held (expired locally, taken over, never acquired).
+        reason: String,
+    },
 }
 
 /// Result alias for state store operations.
