@@ -212,7 +212,10 @@ impl ConfigReport {
 pub fn check(conf: &Configuration, flags: CheckFlags<'_>) -> ConfigReport {
     let mut errors: Vec<String> = validate_all(conf).into_iter().map(|p| p.message).collect();
     let mut service = |result: Result<(), String>| {
-        if let Err(message) = result {
+        // A service part that reads an autoscaler option words its error as the parser does.
+        if let Err(message) = result
+            && !errors.contains(&message)
+        {
             errors.push(message);
         }
     };
@@ -242,7 +245,6 @@ pub fn check(conf: &Configuration, flags: CheckFlags<'_>) -> ConfigReport {
             .map(drop)
             .map_err(|e| e.to_string()),
     );
-    errors.dedup();
     let mut warnings: Vec<String> = catalog::unknown_keys(conf).iter().map(ToString::to_string).collect();
     warnings.extend(
         settings::unknown_standalone_keys(conf)

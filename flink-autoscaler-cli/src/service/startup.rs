@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// Longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
-/// How long one attempt may wait for a connection.
+/// How long one attempt may wait for a connection, at most.
 const MAX_ATTEMPT: Duration = Duration::from_secs(10);
+/// How long one attempt may wait for a connection, at least.
+const MIN_ATTEMPT: Duration = Duration::from_millis(250);
 /// How long the diagnosis of a failed attempt may wait for a TCP connection.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -105,8 +107,10 @@ where
     let started = Instant::now();
     let mut backoff = FIRST_BACKOFF;
     for attempt in 1u32.. {
+        // Several attempts fit in the timeout, each long enough for a slow handshake.
         let left = timeout.saturating_sub(started.elapsed());
-        let error = match open(left.clamp(Duration::from_millis(100), MAX_ATTEMPT)).await {
+        let attempt_timeout = (timeout / 6).clamp(MIN_ATTEMPT, MAX_ATTEMPT).min(left).max(MIN_ATTEMPT);
+        let error = match open(attempt_timeout).await {
             Ok(opened) => {
                 if attempt > 1 {
                     tracing::info!(attempt, "{what} {shown}: connected");
@@ -120,10 +124,16 @@ where
             Some(why) => format!("{error} ({why})"),
             None => error,
         };
+        // The stores' own errors already name the (redacted) URL.
+        let what = if message.contains(&shown) {
+            what.to_owned()
+        } else {
+            format!("{what} {shown}")
+        };
         let left = timeout.saturating_sub(started.elapsed());
         if !is_network(url) || left.is_zero() {
             bail!(
-                "{what} {shown}: {message}{}",
+                "{what}: {message}{}",
                 if attempt > 1 {
                     format!(" (gave up after {attempt} attempts in {:?})", started.elapsed())
                 } else {
@@ -132,7 +142,7 @@ where
             );
         }
         let pause = backoff.min(left);
-        tracing::warn!(attempt, retry_in = ?pause, "{what} {shown}: {message}");
+        tracing::warn!(attempt, retry_in = ?pause, "{what}: {message}");
         tokio::time::sleep(pause).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
