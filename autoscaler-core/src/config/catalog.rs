@@ -403,7 +403,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         "job.autoscaler.compat.reference-1-16",
         Boolean,
         "false",
-        "Behave exactly as the reference 1.16 where this port deliberately differs.",
+        "true: the reference 1.16 decisions where this port differs (unmeasured vertices, the partition cap in alignment, the observed-scalability guard).",
     ),
     opt(
         "taskmanager.numberOfTaskSlots",
@@ -651,6 +651,28 @@ pub fn markdown_table() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_docs_list_the_table() {
+        const BEGIN: &str = "<!-- options:begin -->\n";
+        const END: &str = "<!-- options:end -->";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/configuration.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        let (Some(begin), Some(end)) = (doc.find(BEGIN), doc.find(END)) else {
+            panic!("{path} has no {BEGIN:?} ... {END:?} section");
+        };
+        let listed = &doc[begin + BEGIN.len()..end];
+        let table = markdown_table();
+        if listed != table && std::env::var_os("BLESS_DOCS").is_some() {
+            let updated = format!("{}{table}{}", &doc[..begin + BEGIN.len()], &doc[end..]);
+            std::fs::write(path, updated).unwrap_or_else(|e| panic!("{path}: {e}"));
+            return;
+        }
+        assert_eq!(
+            listed, table,
+            "{path} is out of date: run BLESS_DOCS=1 cargo test -p autoscaler-core --lib catalog"
+        );
+    }
 
     #[test]
     fn edit_distance_counts_insertions_deletions_and_substitutions() {

@@ -335,7 +335,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         tracing::info!(path = %path.display(), "state kept in the SQLite file");
     }
     // The store's own errors print the URL redacted; a network database not up yet is retried.
-    let store = startup::open_with_retry("state store", storage.state_url.expose(), startup_timeout, |attempt| {
+    let what = if args.state.is_some() { "--state" } else { "state store" };
+    let store = startup::open_with_retry(what, storage.state_url.expose(), startup_timeout, |attempt| {
         let options = autoscaler_state::StoreOptions {
             acquire_timeout: attempt,
             ..autoscaler_state::StoreOptions::default()
