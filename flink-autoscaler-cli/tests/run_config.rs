@@ -529,3 +529,34 @@ fn the_sqlite_files_absolute_path_is_logged() {
     assert!(stderr.contains(&absolute.display().to_string()), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A job whose own configuration has a typo in a `job.autoscaler.*` key.
+const JOB_WITH_A_TYPO: &str = r#"[{"key":"job.autoscaler.utilisation.target","value":"0.5"}]"#;
+
+#[test]
+fn an_unknown_key_in_a_jobs_own_configuration_is_warned_about_once() {
+    let flink = FakeFlink::start(JOB_WITH_A_TYPO);
+    let (code, _, stderr) = run(
+        &[
+            "run",
+            "--flink-url",
+            &format!("prod={}", flink.url()),
+            "--state",
+            "memory",
+            "--interval",
+            "500 ms",
+            "--run-for",
+            "3 s",
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(flink.job_lists_served() >= 2, "several cycles ran:\n{stderr}");
+    let warning =
+        "unknown key job.autoscaler.utilisation.target, ignored (did you mean job.autoscaler.utilization.target?)";
+    assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("prod/{JOB}")),
+        "the warning names the job:\n{stderr}"
+    );
+}

@@ -114,6 +114,15 @@ impl std::fmt::Display for OptionProblem {
 /// );
 /// ```
 pub fn validate_all(conf: &Configuration) -> Vec<OptionProblem> {
+    // The common case, a configuration that parses, costs one parse and no copy.
+    if AutoScalerOptions::from_configuration(conf).is_ok() {
+        let mut problems: Vec<OptionProblem> = match range_checks(conf) {
+            Ok(failed) => failed.into_iter().map(OptionProblem::from).collect(),
+            Err(unreadable) => vec![OptionProblem::from(unreadable)],
+        };
+        problems.sort_by(|a, b| a.key.cmp(&b.key));
+        return problems;
+    }
     let mut readable = conf.clone();
     let mut problems = Vec::new();
     // The parser stops at the first value it refuses: leave that value out and parse again, so
@@ -138,12 +147,18 @@ pub fn validate_all(conf: &Configuration) -> Vec<OptionProblem> {
         Ok(failed) => failed,
         Err(unreadable) => vec![unreadable],
     };
-    problems.extend(range.into_iter().map(|error| OptionProblem {
-        key: error_key(&error),
-        message: error.to_string(),
-    }));
+    problems.extend(range.into_iter().map(OptionProblem::from));
     problems.sort_by(|a, b| a.key.cmp(&b.key));
     problems
+}
+
+impl From<ValidationError> for OptionProblem {
+    fn from(error: ValidationError) -> Self {
+        OptionProblem {
+            key: error_key(&error),
+            message: error.to_string(),
+        }
+    }
 }
 
 fn error_key(error: &ValidationError) -> String {

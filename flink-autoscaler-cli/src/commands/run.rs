@@ -458,7 +458,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
     tracing::info!(sources = ?shown_sources, state = %shown_state, dry_run = args.dry_run, "standalone autoscaler starting");
     let control_loop = StandaloneAutoscaler::new(fetcher, autoscaler, events, loop_options)
         .with_base_configuration(base)
-        .with_rejecting_validator(service_config::job_validator(board.clone(), metrics.clone()));
+        .with_rejecting_validator(service_config::job_validator(
+            board.clone(),
+            metrics.clone(),
+            reloadable.clone(),
+        ));
     let reloader = spawn_reloader(hangups, inputs, &args, reloadable);
     let signals = signal_count();
     let mut first = signals.clone();

@@ -360,6 +360,14 @@ impl ReloadableBase {
             .unwrap_or_else(|e| e.into_inner().clone())
     }
 
+    /// Whether the current base sets `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        match self.0.read() {
+            Ok(current) => current.contains_key(key),
+            Err(poisoned) => poisoned.into_inner().contains_key(key),
+        }
+    }
+
     /// Replaces the base.
     pub fn set(&self, conf: Configuration) {
         match self.0.write() {
@@ -391,7 +399,8 @@ impl JobListFetcher<String, SourceJobContext> for ReloadingFetcher {
 }
 
 /// The check every job's own configuration passes before it is scaled: the reference's
-/// validation, widened to every value the options parser refuses ([`validate_all`]). A job that
+/// validation, widened to every value the options parser refuses ([`validate_all`]). An unknown
+/// `job.autoscaler.*` key the job sets is a warning, once per job and key. A job that
 /// fails it is not scaled; it shows in `/jobs` with outcome `misconfigured` and every problem as
 /// the reason, counts a cycle and an error, and sets `flink_autoscaler_job_misconfigured` to 1
 /// (back to 0 once it passes). The event is the reference's: an `AutoScaler Options Validation`
@@ -399,8 +408,11 @@ impl JobListFetcher<String, SourceJobContext> for ReloadingFetcher {
 pub fn job_validator(
     board: Arc<DecisionBoard>,
     metrics: Arc<ServiceMetrics>,
+    base: ReloadableBase,
 ) -> impl Fn(&SourceJobContext) -> Result<(), ValidationRejection> + Send + Sync + 'static {
+    let warned = std::sync::Mutex::new(std::collections::HashSet::<(String, String)>::new());
     move |ctx: &SourceJobContext| {
+        warn_unknown_job_keys(ctx, &base, &warned);
         let problems = validate_all(&ctx.configuration);
         let series = metrics.job(&ctx.labels);
         series.set_misconfigured(!problems.is_empty());
@@ -435,6 +447,30 @@ pub fn job_validator(
             // Only the options parser refuses a value: the reference fails the cycle with it.
             Ok(()) => ValidationRejection::Unreadable(reason),
         })
+    }
+}
+
+/// Warns once per job and key about an unknown `job.autoscaler.*` key the job's own configuration
+/// sets (the base's own are warned about at start and on reload).
+fn warn_unknown_job_keys(
+    ctx: &SourceJobContext,
+    base: &ReloadableBase,
+    warned: &std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+) {
+    let unknown = catalog::unknown_keys(&ctx.configuration);
+    if unknown.is_empty() {
+        return;
+    }
+    let mut warned = warned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Vanished jobs leave their entries behind: start over rather than grow without bound.
+    if warned.len() > 10_000 {
+        warned.clear();
+    }
+    for key in unknown {
+        if base.contains_key(&key.key) || !warned.insert((ctx.labels.job_key.clone(), key.key.clone())) {
+            continue;
+        }
+        tracing::warn!(job = %ctx.labels.job_key, "the job's configuration: {key}");
     }
 }
 
