@@ -573,4 +573,65 @@ mod tests {
             range("utilization.target", "0.0", "1.0")
         );
     }
+
+    #[test]
+    fn validate_all_reports_every_problem_once_in_key_order() {
+        let all = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            validate_all(&conf(pairs))
+                .into_iter()
+                .map(|p| (p.key, p.message))
+                .collect()
+        };
+        assert!(all(&[]).is_empty());
+        let problems = all(&[
+            ("job.autoscaler.utilization.target", "high"),
+            ("job.autoscaler.scale-up.max-factor", "-2"),
+            ("job.autoscaler.excluded.periods", "bad"),
+            ("job.autoscaler.memory.heap-usage.threshold", "1.5"),
+            ("job.autoscaler.history.max.age", "1 eon"),
+        ]);
+        let keys: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "job.autoscaler.excluded.periods",
+                "job.autoscaler.history.max.age",
+                "job.autoscaler.memory.heap-usage.threshold",
+                "job.autoscaler.scale-up.max-factor",
+                "job.autoscaler.utilization.target",
+            ]
+        );
+        // An unparsable value is one problem, worded by the parser, not also a range problem.
+        assert!(
+            problems[4]
+                .1
+                .starts_with("invalid value \"high\" for job.autoscaler.utilization.target"),
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems[3].1,
+            "The AutoScalerOption job.autoscaler.scale-up.max-factor is invalid, it should be a value within the range [0.0, +Infinity]"
+        );
+        // The first problem `validate` reports is among them.
+        let first = validate(&conf(&[
+            ("job.autoscaler.scale-up.max-factor", "-2"),
+            ("job.autoscaler.memory.heap-usage.threshold", "1.5"),
+        ]));
+        let listed = all(&[
+            ("job.autoscaler.scale-up.max-factor", "-2"),
+            ("job.autoscaler.memory.heap-usage.threshold", "1.5"),
+        ]);
+        assert!(
+            listed
+                .iter()
+                .any(|(_, m)| Some(m.clone()) == first.as_ref().err().map(ToString::to_string))
+        );
+        // Range checks only when enabled; a value the parser refuses always counts.
+        let disabled = validate_all(&Configuration::from_iter([
+            ("job.autoscaler.utilization.target", "2"),
+            ("job.autoscaler.metrics.window", "x"),
+        ]));
+        let keys: Vec<&str> = disabled.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["job.autoscaler.metrics.window"]);
+    }
 }
