@@ -440,8 +440,11 @@ fn sighup_applies_a_valid_file_from_the_next_cycle_and_keeps_the_old_one_for_an_
     );
     let job = format!("/jobs/prod/{JOB}");
     let gauge = format!("flink_autoscaler_job_misconfigured{{source=\"prod\",job_id=\"{JOB}\"}}");
-    // A few cycles with the valid base: the job is not misconfigured.
-    poll(addr, "/metrics", |_, body| body.contains(&format!("{gauge} 0")));
+    // A few cycles with the valid base: the job is not misconfigured, nothing reloaded yet.
+    poll(addr, "/metrics", |_, body| {
+        body.contains(&format!("{gauge} 0"))
+            && body.contains("flink_autoscaler_config_reloads_total{outcome=\"rejected\"} 0")
+    });
 
     write("job.autoscaler.utilization.max: 0.8\n");
     hangup(&child);

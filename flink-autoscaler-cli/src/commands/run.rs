@@ -535,6 +535,10 @@ fn spawn_reloader(
     base: ReloadableBase,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let mut hangups = hangups?;
+    // Both outcomes exist from the start, so an alert on `rejected` sees 0, not nothing.
+    for outcome in ["applied", "rejected"] {
+        ::metrics::counter!(service_config::CONFIG_RELOADS, "outcome" => outcome).increment(0);
+    }
     let (flink_urls, yarn_urls) = (args.flink_urls.clone(), args.yarn_rm_urls.clone());
     let (state, events) = (args.state.clone(), args.events.clone());
     Some(tokio::spawn(async move {
