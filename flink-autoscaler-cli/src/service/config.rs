@@ -224,22 +224,29 @@ pub fn check(conf: &Configuration, flags: CheckFlags<'_>) -> ConfigReport {
             .map(drop)
             .map_err(|e| e.to_string()),
     );
-    service(
-        autoscaler_realizer::rest::RestClientConfig::from_configuration(conf)
-            .map(drop)
-            .map_err(|e| e.to_string()),
-    );
+    let rest = autoscaler_realizer::rest::RestClientConfig::from_configuration(conf);
+    service(rest.as_ref().map(drop).map_err(ToString::to_string));
     service(
         autoscaler_realizer::CooldownConfig::from_configuration(conf)
             .map(drop)
             .map_err(|e| e.to_string()),
     );
     service(startup_timeout(conf).map(drop).map_err(|e| e.to_string()));
-    service(
-        settings::source_specs(flags.flink_urls, flags.yarn_urls, conf)
-            .map(drop)
-            .map_err(|e| e.to_string()),
-    );
+    match settings::source_specs(flags.flink_urls, flags.yarn_urls, conf) {
+        // Each source's own settings: credentials, TLS files, job selection, YARN access.
+        Ok(specs) => {
+            if let Ok(rest) = &rest {
+                for spec in &specs {
+                    service(
+                        settings::build_source(spec, conf, rest)
+                            .map(drop)
+                            .map_err(|e| e.to_string()),
+                    );
+                }
+            }
+        }
+        Err(e) => service(Err(e.to_string())),
+    }
     service(
         settings::storage(flags.state, None, flags.events, conf)
             .map(drop)
@@ -595,6 +602,8 @@ mod tests {
             ("autoscaler.standalone.control-loop.parallelism", "none"),
             (STARTUP_TIMEOUT_KEY, "soon"),
             ("job.autoscaler.utilisation.max", "0.9"),
+            ("autoscaler.service.flink-clusters", "prod=http://jm:8081"),
+            ("autoscaler.service.source.prod.auth.bearer-token", "literal"),
         ]);
         let report = check(&conf, CheckFlags::default());
         let all = report.errors.join("\n");
@@ -603,10 +612,12 @@ mod tests {
             "job.autoscaler.metrics.window",
             "autoscaler.standalone.control-loop.parallelism",
             STARTUP_TIMEOUT_KEY,
+            "autoscaler.service.source.prod.auth.bearer-token",
         ] {
             assert!(all.contains(key), "{key} missing from\n{all}");
         }
-        assert_eq!(report.errors.len(), 4, "{all}");
+        assert_eq!(report.errors.len(), 5, "{all}");
+        assert!(!all.contains(": literal"), "{all}");
         assert_eq!(
             report.warnings,
             ["unknown key job.autoscaler.utilisation.max, ignored (did you mean job.autoscaler.utilization.max?)"]
