@@ -562,12 +562,24 @@ pub fn closest_key(key: &str) -> Option<String> {
         Some(name) => (LEGACY_PREFIX, name),
         None => (AUTOSCALER_PREFIX, key.strip_prefix(AUTOSCALER_PREFIX).unwrap_or(key)),
     };
-    let (distance, best) = OPTIONS
-        .iter()
-        .filter_map(OptionSpec::name)
-        .map(|candidate| (edit_distance(name, candidate), candidate))
+    closest_among(name, OPTIONS.iter().filter_map(OptionSpec::name)).map(|best| format!("{prefix}{best}"))
+}
+
+/// The candidate closest to `text` by edit distance, `None` when more than a third of `text`
+/// differs from every candidate (the one rule for "did you mean", for other key families too).
+///
+/// ```
+/// use autoscaler_core::config::catalog::closest_among;
+/// let keys = ["autoscaler.standalone.fetcher.flink-cluster.host", "autoscaler.standalone.jdbc.url"];
+/// assert_eq!(closest_among("autoscaler.standalone.fetcher.flink-cluster.hots", keys), Some(keys[0]));
+/// assert_eq!(closest_among("something else", keys), None);
+/// ```
+pub fn closest_among<'a>(text: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let (distance, best) = candidates
+        .into_iter()
+        .map(|candidate| (edit_distance(text, candidate), candidate))
         .min_by_key(|(distance, _)| *distance)?;
-    (distance <= name.len().max(3) / 3).then(|| format!("{prefix}{best}"))
+    (distance <= text.chars().count().max(3) / 3).then_some(best)
 }
 
 /// The Levenshtein distance of two strings, in characters.

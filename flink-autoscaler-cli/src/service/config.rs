@@ -253,11 +253,12 @@ pub fn check(conf: &Configuration, flags: CheckFlags<'_>) -> ConfigReport {
             .map_err(|e| e.to_string()),
     );
     let mut warnings: Vec<String> = catalog::unknown_keys(conf).iter().map(ToString::to_string).collect();
-    warnings.extend(
-        settings::unknown_standalone_keys(conf)
-            .into_iter()
-            .map(|key| format!("unknown key {key}, ignored")),
-    );
+    warnings.extend(settings::unknown_standalone_keys(conf).into_iter().map(|key| {
+        match catalog::closest_among(&key, settings::STANDALONE_KEYS.iter().copied()) {
+            Some(closest) => format!("unknown key {key}, ignored (did you mean {closest}?)"),
+            None => format!("unknown key {key}, ignored"),
+        }
+    }));
     ConfigReport { errors, warnings }
 }
 
@@ -604,6 +605,7 @@ mod tests {
             ("job.autoscaler.utilisation.max", "0.9"),
             ("autoscaler.service.flink-clusters", "prod=http://jm:8081"),
             ("autoscaler.service.source.prod.auth.bearer-token", "literal"),
+            ("autoscaler.standalone.control-loop.intervall", "5 s"),
         ]);
         let report = check(&conf, CheckFlags::default());
         let all = report.errors.join("\n");
@@ -620,7 +622,11 @@ mod tests {
         assert!(!all.contains(": literal"), "{all}");
         assert_eq!(
             report.warnings,
-            ["unknown key job.autoscaler.utilisation.max, ignored (did you mean job.autoscaler.utilization.max?)"]
+            [
+                "unknown key job.autoscaler.utilisation.max, ignored (did you mean job.autoscaler.utilization.max?)",
+                "unknown key autoscaler.standalone.control-loop.intervall, ignored (did you mean \
+                 autoscaler.standalone.control-loop.interval?)"
+            ]
         );
         assert!(check(&Configuration::new(), CheckFlags::default()).is_valid());
     }
