@@ -87,6 +87,18 @@ impl OptionSpec {
         self.key.strip_prefix(AUTOSCALER_PREFIX)
     }
 
+    /// Whether `key` is one of [`OptionSpec::keys`] (without building them).
+    pub fn is_set_by(&self, key: &str) -> bool {
+        if self.key == key || self.deprecated.contains(&key) {
+            return true;
+        }
+        match (self.name(), key.strip_prefix(LEGACY_PREFIX)) {
+            (Some(name), Some(legacy)) if self.legacy_names.is_empty() => legacy == name,
+            (Some(_), Some(legacy)) => self.legacy_names.contains(&legacy),
+            _ => false,
+        }
+    }
+
     /// Every key that sets this option, in the reference's lookup order: the canonical key, the
     /// legacy fallback keys, then the deprecated keys (Flink `ConfigOption` puts fallback keys
     /// before deprecated ones).
@@ -531,7 +543,7 @@ pub fn by_name(name: &str) -> Option<&'static OptionSpec> {
 
 /// The option that `key` sets: its canonical key, a legacy fallback key or a deprecated key.
 pub fn find(key: &str) -> Option<&'static OptionSpec> {
-    OPTIONS.iter().find(|spec| spec.keys().iter().any(|k| k == key))
+    OPTIONS.iter().find(|spec| spec.is_set_by(key))
 }
 
 /// Whether `key` is one of the autoscaler's keys (`job.autoscaler.*` or its legacy form), which
@@ -702,6 +714,7 @@ mod tests {
             for key in spec.keys() {
                 assert!(seen.insert(key.clone()), "{key} is listed twice");
                 assert_eq!(find(&key).map(|s| s.key), Some(spec.key));
+                assert!(spec.is_set_by(&key));
                 assert!(is_known(&key));
             }
         }

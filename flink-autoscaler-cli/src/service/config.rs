@@ -40,10 +40,10 @@ use autoscaler_core::config::{
 use autoscaler_core::record::{DecisionRecord, JobOutcome};
 use autoscaler_core::{AutoscalerMetricsReporter, FetchError, JobListFetcher, ValidationRejection, async_trait};
 use autoscaler_realizer::sources::SourceJobContext;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// How long `run` keeps trying to open its databases before it exits 1 (default 60 s).
@@ -418,24 +418,39 @@ pub fn job_validator(
     metrics: Arc<ServiceMetrics>,
     base: ReloadableBase,
 ) -> impl Fn(&SourceJobContext) -> Result<(), ValidationRejection> + Send + Sync + 'static {
-    let warned = std::sync::Mutex::new(std::collections::HashSet::<(String, String)>::new());
+    let warned = Mutex::new(HashSet::<(String, String)>::new());
+    // Each job's last verdict, by a hash of the configuration it was reached on: a configuration
+    // that did not change since the last cycle (the common case) costs one hash, not a parse.
+    let verdicts = Mutex::new(HashMap::<String, JobVerdict>::new());
     move |ctx: &SourceJobContext| {
-        warn_unknown_job_keys(ctx, &base, &warned);
-        let problems = validate_all(&ctx.configuration);
+        let key = &ctx.labels.job_key;
+        let fingerprint = fingerprint(&ctx.configuration);
+        let known = lock(&verdicts)
+            .get(key)
+            .filter(|v| v.fingerprint == fingerprint)
+            .cloned();
+        let verdict = match known {
+            Some(verdict) => verdict,
+            None => {
+                warn_unknown_job_keys(ctx, &base, &warned);
+                let verdict = JobVerdict::of(&ctx.configuration, fingerprint);
+                let mut verdicts = lock(&verdicts);
+                // Vanished jobs leave their entries behind: start over rather than grow without bound.
+                if verdicts.len() > 100_000 {
+                    verdicts.clear();
+                }
+                verdicts.insert(key.clone(), verdict.clone());
+                verdict
+            }
+        };
         let series = metrics.job(&ctx.labels);
-        series.set_misconfigured(!problems.is_empty());
-        if problems.is_empty() {
+        series.set_misconfigured(verdict.rejection.is_some());
+        let Some(rejection) = verdict.rejection else {
             return Ok(());
-        }
+        };
         series.count_cycle();
         AutoscalerMetricsReporter::increment_counter(&*series, "errors");
-        let reason = problems
-            .iter()
-            .map(|p| p.message.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
         let defaults = AutoScalerOptions::default();
-        let key = &ctx.labels.job_key;
         board.publish(
             key,
             DecisionRecord::undecided(
@@ -446,30 +461,73 @@ pub fn job_validator(
                 &defaults,
                 defaults.restart_time,
                 JobOutcome::Misconfigured,
-                &reason,
+                &verdict.reason,
             ),
         );
-        Err(match validate(&ctx.configuration) {
+        Err(rejection)
+    }
+}
+
+/// What the check of one job's configuration found.
+#[derive(Debug, Clone)]
+struct JobVerdict {
+    /// [`fingerprint`] of the configuration checked.
+    fingerprint: u64,
+    /// Every problem, joined (empty when there is none).
+    reason: String,
+    /// The rejection the control loop reports, `None` when the options validate.
+    rejection: Option<ValidationRejection>,
+}
+
+impl JobVerdict {
+    fn of(conf: &Configuration, fingerprint: u64) -> Self {
+        let problems = validate_all(conf);
+        if problems.is_empty() {
+            return Self {
+                fingerprint,
+                reason: String::new(),
+                rejection: None,
+            };
+        }
+        let reason = problems
+            .iter()
+            .map(|p| p.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let rejection = match validate(conf) {
             Err(error @ ValidationError::Unreadable(_)) => ValidationRejection::Unreadable(error.to_string()),
             Err(error) => ValidationRejection::Invalid(error.to_string()),
             // Only the options parser refuses a value: the reference fails the cycle with it.
-            Ok(()) => ValidationRejection::Unreadable(reason),
-        })
+            Ok(()) => ValidationRejection::Unreadable(reason.clone()),
+        };
+        Self {
+            fingerprint,
+            reason,
+            rejection: Some(rejection),
+        }
     }
+}
+
+/// A hash of every key and value of `conf`.
+fn fingerprint(conf: &Configuration) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    conf.hash(&mut hasher);
+    hasher.finish()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Warns once per job and key about an unknown `job.autoscaler.*` key the job's own configuration
 /// sets (the base's own are warned about at start and on reload).
-fn warn_unknown_job_keys(
-    ctx: &SourceJobContext,
-    base: &ReloadableBase,
-    warned: &std::sync::Mutex<std::collections::HashSet<(String, String)>>,
-) {
+fn warn_unknown_job_keys(ctx: &SourceJobContext, base: &ReloadableBase, warned: &Mutex<HashSet<(String, String)>>) {
     let unknown = catalog::unknown_keys(&ctx.configuration);
     if unknown.is_empty() {
         return;
     }
-    let mut warned = warned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut warned = lock(warned);
     // Vanished jobs leave their entries behind: start over rather than grow without bound.
     if warned.len() > 10_000 {
         warned.clear();
