@@ -65,6 +65,9 @@ pub enum JobOutcome {
     JobNotRunning,
     /// The cycle failed; `reason` is the error.
     Error,
+    /// The job's own options do not validate, so it is not scaled; `reason` names every problem
+    /// (the standalone service's options check, before any cycle runs).
+    Misconfigured,
 }
 
 impl JobOutcome {
@@ -78,6 +81,7 @@ impl JobOutcome {
             Self::Disabled => "disabled",
             Self::JobNotRunning => "job_not_running",
             Self::Error => "error",
+            Self::Misconfigured => "misconfigured",
         }
     }
 }

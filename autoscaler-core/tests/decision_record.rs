@@ -582,6 +582,7 @@ fn every_reason_and_outcome_code_is_spelled_alike_in_json_and_text() {
         (JobOutcome::Disabled, "disabled"),
         (JobOutcome::JobNotRunning, "job_not_running"),
         (JobOutcome::Error, "error"),
+        (JobOutcome::Misconfigured, "misconfigured"),
     ];
     for (outcome, code) in job_codes {
         assert_eq!(outcome.as_str(), code);

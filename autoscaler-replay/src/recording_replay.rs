@@ -22,6 +22,7 @@
 //! effect at `T`.
 
 use crate::recording::{Entry, RecordedMetrics, RecordingError, RecordingReader, Snapshot};
+use autoscaler_core::config::catalog;
 use autoscaler_core::cycle::{self, CycleInput, CycleMetrics, JobState};
 use autoscaler_core::record::{DecisionRecord, JobOutcome, UtilizationBound, VertexReason};
 use autoscaler_core::{
@@ -101,18 +102,6 @@ fn time_arg(flag: &'static str, value: &str) -> Result<DateTime<Utc>, RecordingR
         })
 }
 
-/// Whether the cycle reads `key`: set alone to a value no option accepts, it either fails
-/// [`AutoScalerOptions::from_configuration`] or changes the options. The options' parser is the
-/// one list of the keys there are.
-fn read_by_the_cycle(key: &str) -> bool {
-    let defaults = AutoScalerOptions::from_configuration(&Configuration::new());
-    let probe = Configuration::from_iter([(key, "\u{1}")]);
-    match AutoScalerOptions::from_configuration(&probe) {
-        Err(_) => true,
-        Ok(options) => defaults.map_or(true, |d| d != options),
-    }
-}
-
 impl WhatIf {
     /// Parses `--set` arguments (`key=value`, the key one the cycle reads) and the `--from` /
     /// `--to` times (RFC 3339).
@@ -131,8 +120,14 @@ impl WhatIf {
             if key.is_empty() {
                 return Err(bad("the key is empty"));
             }
-            if !read_by_the_cycle(key) {
-                return Err(bad("unknown key: no option of the autoscaler's cycle has this name"));
+            if !catalog::is_known(key) {
+                let hint = catalog::closest_key(key)
+                    .filter(|_| catalog::is_autoscaler_key(key))
+                    .map(|closest| format!(" (did you mean {closest}?)"))
+                    .unwrap_or_default();
+                return Err(bad(&format!(
+                    "unknown key: no option of the autoscaler's cycle has this name{hint}"
+                )));
             }
             changes.set(key, value.trim());
         }
@@ -898,7 +893,7 @@ mod tests {
             "job.autoscaler.vertex.exclude.ids",
             "taskmanager.numberOfTaskSlots",
         ] {
-            assert!(read_by_the_cycle(key), "{key}");
+            assert!(catalog::is_known(key), "{key}");
         }
         let err = |set: &str| {
             WhatIf::parse(&[set.to_owned()], None, None)
@@ -909,6 +904,10 @@ mod tests {
         assert_eq!(
             err("job.autoscaler.no-such-option=1"),
             "invalid --set \"job.autoscaler.no-such-option=1\": unknown key: no option of the autoscaler's cycle has this name"
+        );
+        assert_eq!(
+            err("job.autoscaler.utilisation.target=0.5"),
+            "invalid --set \"job.autoscaler.utilisation.target=0.5\": unknown key: no option of the autoscaler's cycle has this name (did you mean job.autoscaler.utilization.target?)"
         );
         assert_eq!(err("novalue"), "invalid --set \"novalue\": expected key=value");
         assert_eq!(err("=1"), "invalid --set \"=1\": the key is empty");

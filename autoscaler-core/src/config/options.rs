@@ -17,6 +17,7 @@
 //! assert_eq!(options.scale_down_interval, Duration::from_secs(3600));
 //! ```
 
+use super::catalog::{self, AUTOSCALER_PREFIX, LEGACY_PREFIX};
 use super::duration::parse_duration;
 use super::excluded_periods::{ExcludedPeriod, is_excluded};
 use super::syntax::{Configuration, parse_bool, parse_double, parse_enum, parse_int, parse_list, parse_memory_size};
@@ -226,18 +227,14 @@ pub enum OptionsError {
     },
 }
 
-/// The name (under [`AUTOSCALER_PREFIX`]) of the switch back to the reference 1.16's decisions
-/// ([`AutoScalerOptions::compat_reference_1_16`]).
+/// The name (under [`AUTOSCALER_PREFIX`](super::AUTOSCALER_PREFIX)) of the switch back to the
+/// reference 1.16's decisions ([`AutoScalerOptions::compat_reference_1_16`]).
 pub const COMPAT_REFERENCE_1_16: &str = "compat.reference-1-16";
-
-/// Prefix of every core option.
-pub const AUTOSCALER_PREFIX: &str = "job.autoscaler.";
-/// Prefix of the legacy fallback keys the Kubernetes operator used (`kubernetes.operator.job.autoscaler.`).
-pub const LEGACY_PREFIX: &str = "kubernetes.operator.job.autoscaler.";
 
 /// Every key that can set the option `job.autoscaler.<name>`, in the reference's lookup order: the
 /// canonical key, its fallback keys in declared order, then its deprecated keys (Flink
-/// `ConfigOption` puts fallback keys before deprecated ones).
+/// `ConfigOption` puts fallback keys before deprecated ones). The keys come from the option table
+/// ([`catalog`](super::catalog)); a plugin parameter (not in the table) has the canonical and legacy key.
 ///
 /// ```
 /// use autoscaler_core::config::option_keys;
@@ -252,28 +249,16 @@ pub const LEGACY_PREFIX: &str = "kubernetes.operator.job.autoscaler.";
 /// );
 /// ```
 pub fn option_keys(name: &str) -> Vec<String> {
-    let canonical = |n: &str| format!("{AUTOSCALER_PREFIX}{n}");
-    let legacy = |n: &str| format!("{LEGACY_PREFIX}{n}");
-    match name {
-        // withDeprecatedKeys(target.utilization), withFallbackKeys(legacy utilization.target, legacy target.utilization)
-        "utilization.target" => {
-            vec![
-                canonical(name),
-                legacy(name),
-                legacy("target.utilization"),
-                canonical("target.utilization"),
-            ]
+    match catalog::by_name(name) {
+        Some(spec) => spec.keys(),
+        None => {
+            // Only a plugin's own parameters are outside the table.
+            debug_assert!(
+                catalog::is_known(&format!("{AUTOSCALER_PREFIX}{name}")),
+                "option {name} is missing from the option table"
+            );
+            vec![format!("{AUTOSCALER_PREFIX}{name}"), format!("{LEGACY_PREFIX}{name}")]
         }
-        // withDeprecatedKeys(scale-up.grace-period), withFallbackKeys(legacy scale-up.grace-period, legacy scale-down.interval)
-        "scale-down.interval" => {
-            vec![
-                canonical(name),
-                legacy("scale-up.grace-period"),
-                legacy(name),
-                canonical("scale-up.grace-period"),
-            ]
-        }
-        _ => vec![canonical(name), legacy(name)],
     }
 }
 
