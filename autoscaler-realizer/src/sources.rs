@@ -99,6 +99,9 @@ impl JobAutoScalerContext<String> for SourceJobContext {
     fn metrics_reporter(&self) -> &dyn AutoscalerMetricsReporter {
         &*self.reporter
     }
+    fn log_source(&self) -> Option<&str> {
+        Some(&self.labels.source)
+    }
 }
 
 impl FlinkRestContext for SourceJobContext {
@@ -497,7 +500,7 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
                                     match job {
                                         JobFetch::Ok(ctx) => current.push((**ctx).clone()),
                                         JobFetch::Failed { job_key, error } => {
-                                            tracing::warn!(job = %job_key, %error, "could not read a job's configuration; skipping it this cycle");
+                                            tracing::warn!(job = %job_key, source = %source.name, %error, "could not read a job's configuration; skipping it this cycle");
                                             if let Some(old) = previous.iter().find(|c| &c.labels.job_key == job_key) {
                                                 current.push(stale(old));
                                             }
