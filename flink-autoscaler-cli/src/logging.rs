@@ -47,23 +47,31 @@ pub fn set_repeat_interval(interval: Duration) {
 pub fn init(json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = !json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(JobFields::layer())
+        .with(lines_layer(json, ansi, std::io::stderr))
+        .try_init();
+}
+
+/// The layer writing the lines (text or JSON) to `writer`.
+fn lines_layer<S, W>(json: bool, ansi: bool, writer: W) -> impl Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     let format = if json {
         LineFormat::Json
     } else {
         LineFormat::Text(Format::default().with_ansi(ansi))
     };
-    let lines = tracing_subscriber::fmt::layer()
+    tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .event_format(Lines {
             format,
             repeats: Repeats::default(),
-        });
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(JobFields::layer())
-        .with(lines)
-        .try_init();
+        })
 }
 
 /// The context fields (`job`, `source`, `vertex`) of a span, kept in its extensions.
@@ -310,6 +318,84 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// A writer keeping what is logged.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Buffer {
+        type Writer = Self;
+        fn make_writer(&'w self) -> Self {
+            self.clone()
+        }
+    }
+
+    impl Buffer {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+        }
+    }
+
+    /// Logs what the control loop logs about a job, at `RUST_LOG=warn`, in `json` or text.
+    fn log_at_warn(json: bool) -> String {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::filter::LevelFilter::WARN)
+            .with(JobFields::layer())
+            .with(lines_layer(json, false, buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let key = String::from("prod/69d8");
+            let span = tracing::error_span!("job", job = %key, source = Some("prod"));
+            let _entered = span.enter();
+            tracing::info!("left out by the filter");
+            for _ in 0..3 {
+                tracing::warn!(vertex = %"v1", "pendingRecords metric could not be found");
+            }
+            tracing::warn!(vertex = %"v2", "pendingRecords metric could not be found");
+            tracing::error!(job = %"prod/other", "about another job");
+        });
+        buffer.text()
+    }
+
+    #[test]
+    fn json_lines_carry_the_span_fields_as_plain_strings_and_leave_repeats_out() {
+        let text = log_at_warn(true);
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[0]["job"], "prod/69d8", "{text}");
+        assert_eq!(lines[0]["source"], "prod", "{text}");
+        assert_eq!(lines[0]["vertex"], "v1", "{text}");
+        assert_eq!(lines[0]["level"], "WARN", "{text}");
+        assert_eq!(lines[0]["message"], "pendingRecords metric could not be found");
+        assert_eq!(lines[1]["vertex"], "v2", "another vertex, another cause: {text}");
+        // The event's own job wins over the span's.
+        assert_eq!(lines[2]["job"], "prod/other", "{text}");
+        assert!(!text.contains("\\\""), "no double encoding: {text}");
+    }
+
+    #[test]
+    fn text_lines_name_the_job_in_the_span_prefix() {
+        let text = log_at_warn(false);
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.contains("job{job=prod/69d8 source=\"prod\"}"), "{text}");
+    }
 
     #[test]
     fn a_repeat_is_left_out_for_the_interval_then_logged_with_the_count() {

@@ -429,11 +429,10 @@ pub fn catalogue() -> Vec<Family> {
         out.push(family(name, "counter", JOB_LABELS, Some(Job), help));
     }
     for g in EVALUATED_GAUGES {
-        let (labels, whose) = match g.scope {
-            Scope::Job => (JOB_LABELS, "job"),
-            Scope::Vertex => (VERTEX_LABELS, "vertex"),
+        let labels = match g.scope {
+            Scope::Job => JOB_LABELS,
+            Scope::Vertex => VERTEX_LABELS,
         };
-        let _ = whose;
         out.push(family(
             g.current,
             "gauge",
@@ -531,7 +530,7 @@ pub fn catalogue_markdown() -> String {
 /// (call once the recorder is installed).
 pub fn describe_process_series() {
     for f in catalogue() {
-        if f.detail.is_some() || f.name.starts_with("process_") || !is_facade_series(&f.name) {
+        if !is_facade_series(&f.name) {
             continue;
         }
         let name = f.name.clone();
