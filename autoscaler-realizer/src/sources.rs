@@ -41,6 +41,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// What one job of a source is, for labels and keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -408,7 +409,9 @@ async fn fetch_cluster(
             job_id: job.jid.clone(),
             job_name: job.name.clone(),
         };
-        match fetcher.job_context(base, timeout, job).await {
+        // Its lines (an unknown state, a bad timeout) name the job by key and source.
+        let span = tracing::error_span!("job", job = %labels.job_key, source = %source.name);
+        match fetcher.job_context(base, timeout, job).instrument(span).await {
             Ok(ctx) => jobs.push(JobFetch::Ok(Box::new(SourceJobContext {
                 reporter: observer.job_reporter(&labels),
                 labels,
