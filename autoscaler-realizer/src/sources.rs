@@ -254,8 +254,15 @@ pub trait SourceObserver: Send + Sync {
         Arc::new(NoopMetricsReporter)
     }
     /// A source was listed (`Ok(number of jobs)`) or failed (`Err(message)`), after `elapsed`.
+    /// A YARN source some of whose applications could not be listed is `Err`.
     fn source_fetched(&self, source: &str, outcome: Result<usize, &str>, elapsed: Duration) {
         let _ = (source, outcome, elapsed);
+    }
+    /// Jobs of the source were listed: the source answered, and so did at least one of its units
+    /// (or it has none). Called with [`source_fetched`](Self::source_fetched) also when a few YARN
+    /// applications failed while the others were listed.
+    fn source_listed(&self, source: &str) {
+        let _ = source;
     }
 }
 
@@ -515,6 +522,9 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
                                 last.insert(unit.unit.clone(), current);
                             }
                         }
+                    }
+                    if units.is_empty() || unit_errors.len() < units.len() {
+                        self.observer.source_listed(&source.name);
                     }
                     let outcome = if unit_errors.is_empty() {
                         Ok(listed)

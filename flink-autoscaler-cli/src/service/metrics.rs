@@ -1090,15 +1090,14 @@ impl SourceObserver for ServiceMetrics {
 
     fn source_fetched(&self, source: &str, outcome: Result<usize, &str>, elapsed: Duration) {
         metrics::histogram!(SOURCE_FETCH_DURATION, "source" => source.to_owned()).record(elapsed.as_secs_f64());
-        let mut sources = lock(&self.sources);
-        let entry = sources.entry(source.to_owned()).or_default();
-        match outcome {
-            Ok(_) => {
-                entry.last_listed = unix_now();
-                self.health.listed();
-            }
-            Err(_) => entry.fetch_errors += 1,
+        if outcome.is_err() {
+            lock(&self.sources).entry(source.to_owned()).or_default().fetch_errors += 1;
         }
+    }
+
+    fn source_listed(&self, source: &str) {
+        lock(&self.sources).entry(source.to_owned()).or_default().last_listed = unix_now();
+        self.health.listed();
     }
 }
 #[cfg(test)]
@@ -1306,7 +1305,7 @@ mod tests {
         assert!(!metrics.health().is_ready());
         metrics.source_fetched("prod", Err("down"), Duration::ZERO);
         assert!(!metrics.health().is_ready());
-        metrics.source_fetched("prod", Ok(0), Duration::ZERO);
+        metrics.source_listed("prod");
         assert!(metrics.health().is_ready());
         metrics.health().set_state_ok(false);
         assert_eq!(
@@ -1318,13 +1317,13 @@ mod tests {
     #[test]
     fn readiness_ends_once_no_source_was_listed_within_the_staleness_bound() {
         let metrics = ServiceMetrics::with_options(MetricsDetail::Job, Duration::from_millis(50));
-        metrics.source_fetched("prod", Ok(3), Duration::ZERO);
+        metrics.source_listed("prod");
         assert!(metrics.health().is_ready());
         std::thread::sleep(Duration::from_millis(120));
         metrics.source_fetched("prod", Err("down"), Duration::ZERO);
         let reason = metrics.health().not_ready_reason().unwrap_or_default();
         assert!(reason.contains("no source has been listed successfully"), "{reason}");
-        metrics.source_fetched("prod", Ok(3), Duration::ZERO);
+        metrics.source_listed("prod");
         assert!(metrics.health().is_ready());
     }
 
@@ -1357,7 +1356,7 @@ mod tests {
             );
         }
         metrics.source_fetched("prod", Err("down"), Duration::ZERO);
-        metrics.source_fetched("yarn-a", Ok(1), Duration::ZERO);
+        metrics.source_listed("yarn-a");
         let text = metrics.render_jobs();
         assert!(
             text.contains(&format!("{SOURCE_FETCH_ERRORS}{{source=\"prod\"}} 1\n")),
