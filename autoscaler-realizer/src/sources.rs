@@ -207,6 +207,40 @@ pub struct JobSource {
     name: String,
     kind: SourceKind,
     selection: JobSelection,
+    /// The jobs' own configurations (shared by the clones of the source).
+    configurations: JobConfigurations,
+}
+
+/// Per unit (`source` or `source/application`), per job id: the job's start time and its own
+/// configuration. A job's `jobmanager/config` is fixed while it runs, so it is asked once per job
+/// (and again when the job's start time changes, i.e. it was resubmitted); jobs no longer listed
+/// are forgotten at each listing of their unit.
+#[derive(Debug, Clone, Default)]
+struct JobConfigurations(Arc<Mutex<HashMap<String, HashMap<String, (i64, Arc<Configuration>)>>>>);
+
+impl JobConfigurations {
+    fn get(&self, unit: &str, job: &crate::rest::JobOverview) -> Option<Arc<Configuration>> {
+        let units = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (start, conf) = units.get(unit)?.get(&job.jid)?;
+        (*start == job.start_time).then(|| Arc::clone(conf))
+    }
+
+    /// Replaces what is kept of `unit` by its latest listing.
+    fn replace(&self, unit: &str, jobs: HashMap<String, (i64, Arc<Configuration>)>) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(unit.to_owned(), jobs);
+    }
+
+    /// Forgets the units of `source` other than `keep`.
+    fn retain_units(&self, source: &str, keep: &std::collections::HashSet<String>) {
+        let prefix = format!("{source}/");
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|unit, _| !unit.starts_with(&prefix) || keep.contains(unit));
+    }
 }
 
 impl JobSource {
@@ -219,6 +253,7 @@ impl JobSource {
             name: name.to_owned(),
             kind,
             selection,
+            configurations: JobConfigurations::default(),
         })
     }
 
@@ -363,6 +398,8 @@ async fn fetch_yarn(
         let jobs = fetch_application(source, &app, access, jobmanager_config, base, observer, &unit).await;
         units.push(UnitFetch { unit, jobs });
     }
+    let listed = units.iter().map(|u| u.unit.clone()).collect();
+    source.configurations.retain_units(&source.name, &listed);
     Ok(units)
 }
 
@@ -397,6 +434,7 @@ async fn fetch_cluster(
     let overview = client.jobs_overview().await.map_err(|e| e.to_string())?;
     let fetcher = FlinkClusterJobListFetcher::new(client);
     let mut jobs = Vec::new();
+    let mut configurations = HashMap::new();
     for job in overview.jobs.iter().filter(|j| source.selection.selects(&j.name)) {
         let labels = JobLabels {
             job_key: format!("{key_prefix}/{}", job.jid),
@@ -405,7 +443,16 @@ async fn fetch_cluster(
             job_id: job.jid.clone(),
             job_name: job.name.clone(),
         };
-        match fetcher.job_context(base, timeout, job).await {
+        let job_conf = match source.configurations.get(&key_prefix, job) {
+            Some(conf) => Ok(conf),
+            None => fetcher.job_configuration(job).await.map(Arc::new),
+        };
+        let context = job_conf.map(|conf| {
+            let ctx = fetcher.context(base, timeout, job, &conf);
+            configurations.insert(job.jid.clone(), (job.start_time, conf));
+            ctx
+        });
+        match context {
             Ok(ctx) => jobs.push(JobFetch::Ok(Box::new(SourceJobContext {
                 reporter: observer.job_reporter(&labels),
                 labels,
@@ -419,6 +466,7 @@ async fn fetch_cluster(
             }),
         }
     }
+    source.configurations.replace(&key_prefix, configurations);
     Ok(jobs)
 }
 

@@ -376,10 +376,12 @@ impl FakeJobManager {
                 (body.into(), names.into_iter().collect())
             })
             .collect();
-        let tm_metrics = serde_json::from_str::<Vec<serde_json::Value>>(TM_METRICS)
+        let tm_metrics: Vec<(String, f64)> = serde_json::from_str::<Vec<serde_json::Value>>(TM_METRICS)
             .unwrap_or_default()
             .iter()
             .filter_map(|m| Some((m.get("id")?.as_str()?.to_owned(), m.get("avg")?.as_f64()?)))
+            // Reported by every task manager, though not asked for in the recording.
+            .chain([("Status.JVM.Memory.Metaspace.Used".to_owned(), 9.6e7)])
             .collect();
         let mut shared = Shared {
             config,
