@@ -88,4 +88,3 @@ fn requests_are_timed_and_failures_counted_per_source_and_route() {
     );
     assert!(!text.contains(JOB) && !text.contains(SOURCE), "{text}");
 }
-

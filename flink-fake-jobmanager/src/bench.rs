@@ -7,8 +7,8 @@
 //! to another's:
 //!
 //! - CPU of the autoscaler process only: `utime + stime` of `/proc/PID/stat` (all its threads, in
-//!   clock ticks of 10 ms), divided by the job-cycles (`cycles * jobs`). The fake runs in this
-//!   process, so its CPU is never counted.
+//!   clock ticks of 10 ms), divided by the job-cycles (the job details the fake served: one per
+//!   job-cycle). The fake runs in this process, so its CPU is never counted.
 //! - Its memory: `VmRSS` and `VmHWM` of `/proc/PID/status` at the end.
 //! - The size of one `/metrics` scrape, in bytes.
 //! - Requests per job-cycle, from the fake's counters.
@@ -104,6 +104,9 @@ pub struct Report {
     pub state: &'static str,
     /// Control-loop cycles measured.
     pub cycles: u64,
+    /// Job-cycles in the window (job details asked); below `cycles * jobs` when the loop fell
+    /// behind and skipped jobs whose previous cycle was still running.
+    pub job_cycles: u64,
     /// Wall time of the measured cycles.
     pub window: Duration,
     /// CPU of the autoscaler process over the window.
@@ -470,7 +473,11 @@ pub fn run(options: &BenchOptions, log: &mut dyn std::io::Write) -> Result<Repor
     let metrics = http_get(metrics_addr, "/metrics").context("scraping /metrics")?;
     autoscaler.stop();
 
-    let job_cycles = (options.cycles * options.jobs as u64).max(1) as f64;
+    // Every job-cycle asks for the job's details once (a rescale in flight adds one check); a
+    // loop that falls behind skips the jobs whose previous cycle is still running, so the
+    // details are counted rather than `cycles * jobs` assumed.
+    let details = end_stats.count(Endpoint::JobDetails) - start_stats.count(Endpoint::JobDetails);
+    let job_cycles = details.max(1) as f64;
     let cpu = end_cpu.saturating_sub(start_cpu);
     let mut by_endpoint = BTreeMap::new();
     for (name, count) in &end_stats.requests {
@@ -483,6 +490,7 @@ pub fn run(options: &BenchOptions, log: &mut dyn std::io::Write) -> Result<Repor
         interval: options.interval.clone(),
         state: options.state.label(),
         cycles: options.cycles,
+        job_cycles: details,
         window: ended - started,
         cpu,
         cpu_per_job_cycle_us: cpu.as_secs_f64() * 1e6 / job_cycles,
@@ -500,9 +508,11 @@ pub fn run(options: &BenchOptions, log: &mut dyn std::io::Write) -> Result<Repor
     }
     writeln!(
         log,
-        "window {:.1} s, {} cycles, cpu {:.2} s ({:.1} % of one core), rescales {}, load {:.2} -> {:.2}",
+        "window {:.1} s, {} cycles, {} job-cycles of {} possible, cpu {:.2} s ({:.1} % of one core), rescales {}, load {:.2} -> {:.2}",
         report.window.as_secs_f64(),
         report.cycles,
+        report.job_cycles,
+        report.cycles * report.jobs as u64,
         cpu.as_secs_f64(),
         100.0 * cpu.as_secs_f64() / report.window.as_secs_f64().max(1e-9),
         report.rescales,
@@ -542,6 +552,7 @@ mod tests {
             interval: "10s".to_owned(),
             state: "sqlite",
             cycles: 6,
+            job_cycles: 6000,
             window: Duration::from_secs(60),
             cpu: Duration::from_secs(2),
             cpu_per_job_cycle_us: 333.3,

@@ -37,9 +37,9 @@ use autoscaler_core::{
 use autoscaler_metrics::collection::{FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics};
 use autoscaler_metrics::time::add_saturating;
 use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
+use chrono::TimeDelta;
 use chrono::{DateTime, Utc};
 use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
-use chrono::TimeDelta;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
