@@ -659,7 +659,11 @@ async fn the_cluster_metrics_serve_every_job_of_the_cluster_for_five_seconds() {
     let (MetricsSnapshot::Flink(a), MetricsSnapshot::Flink(b)) = (&a.metrics, &b.metrics) else {
         panic!("Flink snapshots");
     };
-    assert_eq!(a.task_manager_metrics, b.task_manager_metrics);
+    // The same answer (compared as text: the unrequested skew is NaN in both).
+    assert_eq!(
+        format!("{:?}", a.task_manager_metrics),
+        format!("{:?}", b.task_manager_metrics)
+    );
     assert_eq!(a.task_slots, b.task_slots);
     assert!(a.task_manager_metrics.contains_key(&FlinkMetric::TotalGcTimePerSec));
 
