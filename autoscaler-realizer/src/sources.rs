@@ -216,7 +216,10 @@ pub struct JobSource {
 /// (and again when the job's start time changes, i.e. it was resubmitted); jobs no longer listed
 /// are forgotten at each listing of their unit.
 #[derive(Debug, Clone, Default)]
-struct JobConfigurations(Arc<Mutex<HashMap<String, HashMap<String, (i64, Arc<Configuration>)>>>>);
+struct JobConfigurations(Arc<Mutex<HashMap<String, UnitConfigurations>>>);
+
+/// Per job id of one unit: the job's start time and its own configuration.
+type UnitConfigurations = HashMap<String, (i64, Arc<Configuration>)>;
 
 impl JobConfigurations {
     fn get(&self, unit: &str, job: &crate::rest::JobOverview) -> Option<Arc<Configuration>> {
@@ -226,7 +229,7 @@ impl JobConfigurations {
     }
 
     /// Replaces what is kept of `unit` by its latest listing.
-    fn replace(&self, unit: &str, jobs: HashMap<String, (i64, Arc<Configuration>)>) {
+    fn replace(&self, unit: &str, jobs: UnitConfigurations) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
