@@ -39,4 +39,15 @@ pub enum FetchError {
     /// The platform could not be reached or answered unexpectedly.
     #[error("could not fetch the job list: {0}")]
     Failed(String),
+    /// The platform's own error, kept as the cause: [`source`](std::error::Error::source) returns
+    /// it. Build it with [`FetchError::platform`].
+    #[error("could not fetch the job list: {0}")]
+    Platform(#[source] crate::error::BoxError),
+}
+
+impl FetchError {
+    /// A fetch that failed with the platform's own `error`, kept as the cause.
+    pub fn platform(error: impl Into<crate::error::BoxError>) -> Self {
+        Self::Platform(error.into())
+    }
 }

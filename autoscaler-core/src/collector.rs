@@ -3,6 +3,7 @@
 
 use crate::config::AutoScalerOptions;
 use crate::context::JobAutoScalerContext;
+use crate::error::BoxError;
 use async_trait::async_trait;
 use autoscaler_metrics::collection::{RawJobMetrics, convert_to_scaling_metrics};
 use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricHistory};
@@ -71,6 +72,17 @@ pub enum CollectError {
     /// The platform failed or answered something unusable.
     #[error("metric collection failed: {0}")]
     Failed(String),
+    /// The platform's own error (a client's, a parser's), kept as the cause:
+    /// [`source`](std::error::Error::source) returns it. Build it with [`CollectError::platform`].
+    #[error("metric collection failed: {0}")]
+    Platform(#[source] BoxError),
+}
+
+impl CollectError {
+    /// A collection that failed with the platform's own `error`, kept as the cause.
+    pub fn platform(error: impl Into<BoxError>) -> Self {
+        Self::Platform(error.into())
+    }
 }
 
 /// Collects one snapshot of a job's metrics.

@@ -11,10 +11,12 @@ mod autoscaler;
 mod clock;
 mod collector;
 mod context;
+mod error;
 mod event;
 mod event_logging;
 mod job_autoscaler;
 mod realizer;
+#[cfg(feature = "standalone")]
 mod standalone;
 mod state;
 
@@ -36,6 +38,7 @@ pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, Metrics
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
 };
+pub use error::{BoxError, Error, Result};
 pub use event::AutoScalerEventHandler;
 pub use event_logging::LoggingEventHandler;
 pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, CycleOutcome, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
@@ -48,6 +51,7 @@ pub use model::state::{
     ScalingRecord, ScalingSummary, ScalingTracking, StateChanges, VertexDelayedScaleDownInfo,
 };
 pub use realizer::{RealizeError, ScalingRealizer};
+#[cfg(feature = "standalone")]
 pub use standalone::{
     CONTROL_LOOP_INTERVAL_DEPRECATED_KEY, CONTROL_LOOP_INTERVAL_KEY, CONTROL_LOOP_PARALLELISM_KEY, ControlLoopOptions,
     CycleReport, OptionsValidator, SCALING_EVENT_INTERVAL_KEY, StandaloneAutoscaler, VALIDATION_REASON,

@@ -2,6 +2,7 @@
 //! itself is plain data in [`crate::model::state`].
 
 use crate::context::JobAutoScalerContext;
+use crate::error::BoxError;
 use crate::model::state::{
     ConfigChanges, DelayedScaleDown, JobState, ParallelismOverrides, ScalingHistory, ScalingTracking, StateChanges,
 };
@@ -29,10 +30,31 @@ pub enum StateError {
         /// What was wrong.
         message: String,
     },
+    /// A store's own error (its database client's, its file system's), kept as the cause:
+    /// [`source`](std::error::Error::source) returns it. Build it with [`StateError::platform`].
+    #[error("state store error during {operation}: {source}")]
+    Platform {
+        /// What was being done (`flush`, `load`, ...).
+        operation: &'static str,
+        /// The store's own error.
+        #[source]
+        source: BoxError,
+    },
 }
 
-/// Result alias for state store operations.
-pub type StateResult<T> = Result<T, StateError>;
+impl StateError {
+    /// An `operation` (`load`, `flush`, ...) that failed with the store's own `error`, kept as
+    /// the cause.
+    pub fn platform(operation: &'static str, error: impl Into<BoxError>) -> Self {
+        Self::Platform {
+            operation,
+            source: error.into(),
+        }
+    }
+}
+
+/// Result alias for state store operations (the error defaults to [`StateError`]).
+pub type StateResult<T, E = StateError> = Result<T, E>;
 
 /// Where the autoscaler keeps its per-job state between cycles (FLIP-334's `AutoScalerStateStore`).
 ///

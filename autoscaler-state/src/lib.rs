@@ -132,16 +132,28 @@
 
 mod cache;
 mod codec;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod db;
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+#[path = "nodb.rs"]
 mod db;
 mod event;
+mod rows;
 mod store;
+mod url;
+
+/// The stores' error: the core's [`StateError`](autoscaler_core::StateError), which the
+/// [`AutoScalerStateStore`](autoscaler_core::AutoScalerStateStore) trait returns.
+pub use autoscaler_core::StateError;
+/// `Result` with [`StateError`] as the default error type (as sqlx's `Result`).
+pub type Result<T, E = StateError> = std::result::Result<T, E>;
 
 pub use codec::{
     DEFAULT_COMPRESSION_THRESHOLD, FORMAT_VERSION, MAX_DECOMPRESSED_STATE_BYTES, StateType, decode_state_value,
 };
-pub use db::{StateUrl, StoreOptions};
 pub use event::{AnyEventHandler, StoredEvent, event_key, open_event_handler};
 pub use store::{
     AnyStateStore, InMemoryStateStore, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_FAILED_REASON,
     flush_or_warn, open_state_store,
 };
+pub use url::{StateUrl, StoreOptions};

@@ -381,8 +381,10 @@ async fn task_slot_metrics(client: &FlinkRestClient) -> Result<Option<TaskSlotMe
     })
 }
 
+/// A failed REST call, kept as the cause (the message is "metric collection failed: " and the
+/// [`RestError`]'s).
 fn failed(e: RestError) -> CollectError {
-    CollectError::Failed(e.to_string())
+    CollectError::platform(e)
 }
 
 /// A job that vanished between listing and collection (cancelled, finished and purged) is not an
