@@ -9,6 +9,7 @@
 // The FLIP-334 seams, the cycle and the standalone loop: private modules, their items at the root.
 mod autoscaler;
 mod clock;
+mod collection_check;
 mod collector;
 mod context;
 mod error;
@@ -34,6 +35,7 @@ pub mod tuning;
 pub use async_trait::async_trait;
 pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use collection_check::{CollectionCheck, CollectionGap, GapEffect, GapProblem, check_collection};
 pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot};
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
