@@ -133,18 +133,25 @@ fn aggregate_name(aggregator: BusyTimeAggregator) -> &'static str {
 /// ```
 /// use autoscaler_core::{GapEffect, MetricsSnapshot, check_collection};
 /// use autoscaler_metrics::collection::{AggregatedMetric, FlinkMetric, IoMetrics, RawJobMetrics};
-/// use autoscaler_metrics::{BusyTimeAggregator, JobTopology, VertexSpec};
+/// use autoscaler_metrics::{BusyTimeAggregator, EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
 ///
-/// let topology = JobTopology::new(vec![VertexSpec::new("map", 2, 128)], vec![])?;
+/// let topology = JobTopology::new(
+///     vec![VertexSpec::new("source", 1, 128), VertexSpec::new("map", 2, 128)],
+///     vec![EdgeSpec::new("source", "map", ShipStrategy::Hash)],
+/// )?;
 /// let mut raw = RawJobMetrics::default();
 /// raw.io_metrics.insert("map".into(), IoMetrics::default());
-/// // The collector forgot busy time: the vertex cannot be scaled.
+/// raw.vertex_metrics.insert("source".into(), [(FlinkMetric::BusyTimePerSec, AggregatedMetric::ZERO)].into());
+/// // The collector forgot the busy time of `map`: that vertex cannot be scaled.
 /// raw.vertex_metrics.insert("map".into(), [(FlinkMetric::BackpressureTimePerSec, AggregatedMetric::ZERO)].into());
 /// let check = check_collection(&topology, &MetricsSnapshot::Flink(raw));
-/// assert_eq!(check.gaps.len(), 1);
-/// assert_eq!(check.gaps[0].metric, "busyTimeMsPerSecond");
-/// assert_eq!(check.gaps[0].effect, GapEffect::Unmeasured);
-/// assert_eq!(check.unmeasured_vertices(BusyTimeAggregator::Max).len(), 1);
+/// assert_eq!(check.unmeasured_vertices(BusyTimeAggregator::Max), [&VertexId::new("map")]);
+/// let map_gaps: Vec<_> = check.gaps.iter().filter(|g| g.vertex == Some(VertexId::new("map"))).collect();
+/// assert_eq!(map_gaps.len(), 1);
+/// assert_eq!(map_gaps[0].metric, "busyTimeMsPerSecond");
+/// assert_eq!(map_gaps[0].effect, GapEffect::Unmeasured);
+/// // The source's other metrics and the task managers' are missing too: every gap is listed.
+/// println!("{check}");
 /// # Ok::<(), autoscaler_metrics::MetricsError>(())
 /// ```
 pub fn check_collection(topology: &JobTopology, snapshot: &MetricsSnapshot) -> CollectionCheck {
