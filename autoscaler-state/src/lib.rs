@@ -142,7 +142,7 @@ mod rows;
 mod store;
 mod url;
 
-/// The stores' error: the core's [`StateError`](autoscaler_core::StateError), which the
+/// The stores' error: the core's [`StateError`], which the
 /// [`AutoScalerStateStore`](autoscaler_core::AutoScalerStateStore) trait returns.
 pub use autoscaler_core::StateError;
 /// `Result` with [`StateError`] as the default error type (as sqlx's `Result`).
