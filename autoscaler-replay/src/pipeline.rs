@@ -286,11 +286,11 @@ pub fn replay_result(s: Scenario) -> Result<ReplayResult, ScenarioError> {
                 return Err(ScenarioError::new("metrics", "expected at least one snapshot"));
             };
             state.metric_history = snapshots.into_iter().collect();
-            let collected = CollectedJobMetrics {
+            let collected = CollectedJobMetrics::new(
                 topology,
-                job_running_since: job.running_since.unwrap_or(now),
-                metrics: MetricsSnapshot::Scaling(latest),
-            };
+                job.running_since.unwrap_or(now),
+                MetricsSnapshot::Scaling(latest),
+            );
             let observation = cycle::observe(&mut state, &mut changes, collected, collected_at, now, &options);
             let assessment = cycle::assess(&mut state, &mut changes, &observation, now, &options);
             // The collection's topology (the scenario's), handed back.

@@ -341,11 +341,11 @@ fn run_cycle(
     }
     let plugins = crate::stock_plugins().resolve(config, options);
     let mut changes = StateChanges::default();
-    let collected = CollectedJobMetrics {
-        topology: topology.clone(),
-        job_running_since: snapshot.job_running_since,
-        metrics: snapshot_metrics(&snapshot.metrics),
-    };
+    let collected = CollectedJobMetrics::new(
+        topology.clone(),
+        snapshot.job_running_since,
+        snapshot_metrics(&snapshot.metrics),
+    );
     let observation = cycle::observe(state, &mut changes, collected, at, at, options);
     let assessment = cycle::assess_with_plugins(state, &mut changes, &observation, at, options, &plugins);
     let restart_time = assessment.scaling.restart_time;

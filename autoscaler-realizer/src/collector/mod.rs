@@ -258,11 +258,11 @@ where
             task_slots: task_slot_metrics(client).await?,
             task_manager_metrics: self.task_manager_metrics(job_key, client).await?,
         };
-        Ok(CollectedJobMetrics {
+        Ok(CollectedJobMetrics::new(
             topology,
-            job_running_since: running_since,
-            metrics: MetricsSnapshot::Flink(raw),
-        })
+            running_since,
+            MetricsSnapshot::Flink(raw),
+        ))
     }
 
     async fn cleanup(&self, job_key: &K) {
