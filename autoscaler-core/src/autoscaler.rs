@@ -26,6 +26,32 @@ pub trait JobAutoScaler<K, Ctx>: Send + Sync {
 }
 
 /// Lists the jobs the standalone autoscaler should scale (FLIP-334's `JobListFetcher`).
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+///
+/// /// The jobs our platform runs, each with its own settings over the service's.
+/// struct Inventory {
+///     jobs: Vec<(String, Vec<(String, String)>)>,
+/// }
+///
+/// #[async_trait]
+/// impl JobListFetcher<String, BasicJobContext<String, ()>> for Inventory {
+///     async fn fetch(&self, base: &Configuration) -> Result<Vec<BasicJobContext<String, ()>>, FetchError> {
+///         Ok(self
+///             .jobs
+///             .iter()
+///             .map(|(name, settings)| {
+///                 let mut conf = base.clone();
+///                 for (key, value) in settings {
+///                     conf.set(key, value);
+///                 }
+///                 BasicJobContext::new(name.clone(), conf, ())
+///             })
+///             .collect())
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait JobListFetcher<K, Ctx>: Send + Sync {
     /// Fetches the current jobs, each with its configuration merged over `base`.

@@ -79,6 +79,30 @@
 //! assert_eq!(metric("map", ScalingMetric::Load), Some(0.9));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! ## Running cycles: `JobAutoScalerImpl`
+//!
+//! [`JobAutoScalerImpl`] wires a collector, a state store, a realizer and an event handler into
+//! a [`JobAutoScaler`]; each [`scale`](JobAutoScaler::scale) call runs one cycle for one job
+//! (collect, evaluate, decide, store, realize). A platform calls it on its own schedule, or
+//! hands it to the standalone loop with a [`JobListFetcher`].
+//!
+//! ```
+//! use autoscaler_core::prelude::*;
+//! use autoscaler_core::{AutoscalerError, LoggingEventHandler};
+//! use std::sync::Arc;
+//!
+//! /// One cycle for `job` with the platform's adapters (a store from `autoscaler-state`, say).
+//! async fn autoscale(
+//!     collector: Arc<dyn MetricsCollector<String, BasicJobContext<String, ()>>>,
+//!     store: Arc<dyn AutoScalerStateStore<String, BasicJobContext<String, ()>>>,
+//!     realizer: Arc<dyn ScalingRealizer<String, BasicJobContext<String, ()>>>,
+//!     job: &BasicJobContext<String, ()>,
+//! ) -> Result<(), AutoscalerError> {
+//!     let autoscaler = JobAutoScalerImpl::new(collector, store, realizer, Arc::new(LoggingEventHandler));
+//!     autoscaler.scale(job).await
+//! }
+//! ```
 
 // The FLIP-334 seams, the cycle and the standalone loop: private modules, their items at the root.
 mod autoscaler;

@@ -29,6 +29,33 @@ impl RealizeError {
 }
 
 /// Applies parallelism (and configuration) overrides to a running job (FLIP-334's `ScalingRealizer`).
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+/// use std::sync::Mutex;
+///
+/// /// Redeploys through our deployment API (here: remembers what it was asked).
+/// #[derive(Default)]
+/// struct Deployer {
+///     applied: Mutex<Vec<ParallelismOverrides>>,
+/// }
+///
+/// #[async_trait]
+/// impl ScalingRealizer<String, BasicJobContext<String, ()>> for Deployer {
+///     async fn realize_parallelism_overrides(
+///         &self,
+///         _ctx: &BasicJobContext<String, ()>,
+///         overrides: &ParallelismOverrides,
+///     ) -> Result<(), RealizeError> {
+///         // Called every cycle while overrides are stored: applying the same ones twice is a no-op.
+///         let mut applied = self.applied.lock().map_err(|e| RealizeError::platform(e.to_string()))?;
+///         if applied.last() != Some(overrides) {
+///             applied.push(overrides.clone());
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait ScalingRealizer<K, Ctx>: Send + Sync
 where

@@ -71,6 +71,30 @@ pub type StateResult<T, E = StateError> = Result<T, E>;
 /// window: the new snapshot is its latest entry, and entries older than the window have been
 /// removed, so a store can persist the difference to what it holds (by collection instant) instead
 /// of the whole window.
+///
+/// The stores of `autoscaler-state` (in memory, SQLite, PostgreSQL, MySQL) implement it; a
+/// platform with a store of its own keeps the store's error as the cause with
+/// [`StateError::platform`]. Code that only reads or writes state stays generic over the store:
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+///
+/// /// Pins a vertex's parallelism, as an operator's manual override would.
+/// async fn pin_parallelism<S, Ctx>(store: &S, ctx: &Ctx, vertex: &str, parallelism: u32) -> StateResult<()>
+/// where
+///     S: AutoScalerStateStore<String, Ctx> + ?Sized,
+///     Ctx: JobAutoScalerContext<String>,
+/// {
+///     let mut overrides = store.get_parallelism_overrides(ctx).await?;
+///     overrides.insert(vertex.into(), parallelism);
+///     store.store_parallelism_overrides(ctx, &overrides).await?;
+///     store.flush(ctx).await // persisted here, in one write
+/// }
+///
+/// // A store's own failure, kept as the cause.
+/// let error = StateError::platform("flush", std::io::Error::other("disk full"));
+/// assert_eq!(error.to_string(), "state store error during flush: disk full");
+/// ```
 #[async_trait]
 pub trait AutoScalerStateStore<K, Ctx>: Send + Sync
 where
