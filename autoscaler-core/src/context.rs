@@ -8,6 +8,7 @@ use std::fmt;
 /// Flink job status, as the REST API spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
 pub enum JobStatus {
     /// Job is initializing.
     Initializing,

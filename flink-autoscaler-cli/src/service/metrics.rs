@@ -539,14 +539,8 @@ mod tests {
             .global
             .insert(ScalingMetric::NumTaskSlotsUsed, EvaluatedScalingMetric::of(8.0));
         series.set_evaluation(Arc::new(evaluated));
-        let topology = JobTopology::new(
-            vec![VertexSpec {
-                name: Some("Sink".into()),
-                ..VertexSpec::new("v1", 2, 128)
-            }],
-            vec![],
-        )
-        .expect("topology");
+        let topology =
+            JobTopology::new(vec![VertexSpec::new("v1", 2, 128).with_name("Sink")], vec![]).expect("topology");
         series.set_topology(&topology);
         assert!(
             !series.wants_gauges(),
