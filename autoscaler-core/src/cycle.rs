@@ -23,23 +23,27 @@
 //! 3. [`conclude`]: the decision, the executed scaling recorded in history and tracking, the new
 //!    parallelism overrides, the next delayed scale-down state.
 
+use crate::autoscaler::CycleStep;
 use crate::collector::{CollectedJobMetrics, MetricsSnapshot};
 use crate::config::AutoScalerOptions;
-use crate::model::state::{DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingSummary};
+use crate::model::event::EventType;
 pub use crate::model::state::{JobState, StateChanges};
+use crate::model::state::{ParallelismOverrides, ScalingHistory, ScalingSummary};
 use crate::plugins::{PluginError, ResolvedPlugins, evaluate_with_plugins};
+use crate::record::{DecisionRecord, JobOutcome, RecordInput};
 use crate::scaling::{
-    self, Decision, DecisionInput, DecisionOutcome, max_restart_time_or_default,
+    self, CycleEvent, Decision, DecisionInput, DecisionOutcome, max_restart_time_or_default,
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
     trim_scaling_tracking,
 };
+use autoscaler_metrics::root_cause::Explanation;
 use autoscaler_metrics::{
     CollectedMetrics, EvaluatedMetrics, JobTopology, MetricsError, ScalingMetric, VertexId, VertexMap, WindowStatus,
     voids_history, window_and_trim,
 };
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
-use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What [`observe`] saw this cycle.
@@ -53,10 +57,14 @@ pub struct Observation {
     pub restarted: bool,
     /// The window status after the new snapshot was added.
     pub window: WindowStatus,
-    /// Vertices whose busy time was not finite in this collection: excluded from scaling this
-    /// cycle, as if listed in `vertex.exclude.ids` (reference: `ScalingMetrics.computeLoadMetrics`
-    /// adds them to the job's exclusions).
+    /// The vertices excluded from scaling this cycle because their busy time was not measured
+    /// ([`unmeasured_vertices`]), as if listed in `vertex.exclude.ids`.
     pub unmeasured: Vec<VertexId>,
+    /// Whether the unmeasured vertices are reported (a `MetricsIncomplete` event each, the
+    /// `unmeasured` flag of their decision): this project's rule. Under
+    /// `job.autoscaler.compat.reference-1-16` they are excluded silently, as the reference's
+    /// collector does, and only for a collection of Flink metrics.
+    pub report_unmeasured: bool,
 }
 
 impl Observation {
@@ -98,10 +106,10 @@ pub fn effective_options<'o>(options: &'o AutoScalerOptions, unmeasured: &[Verte
 ///
 /// A job that switched to RUNNING after the first stored snapshot voids the stored window
 /// ([`voids_history`]). A [`MetricsSnapshot::Flink`] collection is then converted against what is
-/// left of the window (sources that are not catching up carry its `OBSERVED_TPR` average forward),
-/// and its vertices whose `LOAD` came out NaN (busy time not finite) are excluded from scaling for
-/// the cycle. The snapshot is inserted, the window status computed, and a full window trimmed
-/// ([`window_and_trim`]). The metric history always counts as changed.
+/// left of the window (sources that are not catching up carry its `OBSERVED_TPR` average forward).
+/// The vertices whose busy time this collection did not measure are excluded from scaling for the
+/// cycle ([`unmeasured_vertices`]). The snapshot is inserted, the window status computed, and a
+/// full window trimmed ([`window_and_trim`]). The metric history always counts as changed.
 pub fn observe(
     state: &mut JobState,
     changes: &mut StateChanges,
@@ -121,8 +129,11 @@ pub fn observe(
     }
     let from_flink = matches!(metrics, MetricsSnapshot::Flink(_));
     let snapshot = metrics.into_scaling_metrics(&topology, options, &state.metric_history);
-    let unmeasured = if from_flink {
-        unmeasured_busy_time(&snapshot)
+    let report_unmeasured = !options.compat_reference_1_16;
+    let unmeasured = if report_unmeasured {
+        unmeasured_vertices(&topology, &snapshot, options)
+    } else if from_flink {
+        busy_time_not_finite(&snapshot)
     } else {
         Vec::new()
     };
@@ -141,18 +152,96 @@ pub fn observe(
         restarted,
         window,
         unmeasured,
+        report_unmeasured,
     }
 }
 
-/// Vertices of a converted snapshot whose `LOAD` is NaN: the conversion yields NaN exactly when the
-/// busy time Flink reported was not finite (legacy sources, metrics not yet reported).
-fn unmeasured_busy_time(snapshot: &CollectedMetrics) -> Vec<VertexId> {
+/// The *unmeasured* vertices of a collection (replay §3.3 step 7a): every vertex of `topology`,
+/// not excluded already (`vertex.exclude.ids`, finished), whose `LOAD` is absent from `snapshot` or
+/// not finite, in topology id order.
+///
+/// The reference's collector excludes a vertex whose busy time is not finite from scaling for the
+/// cycle, silently; a collector that leaves busy time out altogether, or a snapshot of converted
+/// metrics (a replayed scenario, a platform's own collector), escaped that rule and the vertex was
+/// sized on the older samples of its window. This rule applies to every kind of collection, on the
+/// converted `LOAD`, and the cycle reports each such vertex (`MetricsIncomplete`).
+///
+/// ```
+/// use autoscaler_core::config::AutoScalerOptions;
+/// use autoscaler_core::cycle::unmeasured_vertices;
+/// use autoscaler_metrics::{CollectedMetrics, JobTopology, MetricValues, ScalingMetric, VertexId, VertexSpec};
+/// let vertices = ["src", "map", "sink"].map(|id| VertexSpec::new(id, 1, 128));
+/// let topology = JobTopology::new(vertices.to_vec(), vec![]).expect("valid topology");
+/// let load = |value| {
+///     let mut values = MetricValues::new();
+///     values.insert(ScalingMetric::Load, value);
+///     values
+/// };
+/// let mut snapshot = CollectedMetrics::default();
+/// snapshot.vertex_metrics.insert(VertexId::new("src"), load(0.5));
+/// snapshot.vertex_metrics.insert(VertexId::new("map"), load(f64::NAN));
+/// // "sink" reported nothing at all.
+/// let unmeasured = unmeasured_vertices(&topology, &snapshot, &AutoScalerOptions::default());
+/// assert_eq!(unmeasured, [VertexId::new("map"), VertexId::new("sink")]);
+/// ```
+pub fn unmeasured_vertices(
+    topology: &JobTopology,
+    snapshot: &CollectedMetrics,
+    options: &AutoScalerOptions,
+) -> Vec<VertexId> {
+    let vertices = topology.vertices();
+    topology
+        .id_order()
+        .iter()
+        .map(|&i| &vertices[i])
+        .filter(|v| !v.finished && !options.vertex_exclude_ids.iter().any(|e| e == v.id.as_str()))
+        .filter(|v| {
+            snapshot
+                .vertex_metrics
+                .get(&v.id)
+                .is_none_or(|values| !values.get_or_absent(ScalingMetric::Load).is_finite())
+        })
+        .map(|v| v.id.clone())
+        .collect()
+}
+
+/// The 1.16 rule (`job.autoscaler.compat.reference-1-16`): the vertices of a converted Flink
+/// collection whose `LOAD` is NaN. The conversion yields NaN exactly when the busy time Flink
+/// reported was not finite (legacy sources, metrics not yet reported).
+fn busy_time_not_finite(snapshot: &CollectedMetrics) -> Vec<VertexId> {
     snapshot
         .vertex_metrics
         .iter()
         .filter(|(_, values)| values.get_or_absent(ScalingMetric::Load).is_nan())
         .map(|(id, _)| id.clone())
         .collect()
+}
+
+/// The reason of the event a cycle emits for each unmeasured vertex ([`unmeasured_vertices`]).
+pub const METRICS_INCOMPLETE_REASON: &str = "MetricsIncomplete";
+
+/// The `MetricsIncomplete` Warning of an unmeasured vertex (replay §4.4), deduplicated per vertex
+/// within `scaling.event.interval` by an event handler that deduplicates.
+pub fn metrics_incomplete_event(topology: &JobTopology, vertex: &VertexId, interval: Duration) -> CycleEvent {
+    let name = topology
+        .get(vertex.as_str())
+        .and_then(|v| v.name.as_deref())
+        .filter(|n| !n.is_empty() && *n != vertex.as_str());
+    let who = match name {
+        Some(name) => format!("{name} ({vertex})"),
+        None => vertex.to_string(),
+    };
+    CycleEvent {
+        event_type: EventType::Warning,
+        reason: METRICS_INCOMPLETE_REASON.to_owned(),
+        message: format!(
+            "Vertex {who} has no busy time (LOAD) in the latest collection: it is not scaled this cycle. \
+             Check that the metrics collector reports busyTimeMsPerSecond for it."
+        ),
+        message_key: Some(format!("{METRICS_INCOMPLETE_REASON}:{vertex}")),
+        interval: Some(interval),
+        report_header: None,
+    }
 }
 
 /// The scaling state a decision reads, as [`load_scaling_state`] prepares it.
@@ -235,21 +324,10 @@ pub struct Assessment {
 }
 
 /// Step 2: [`load_scaling_state`], then the evaluation of the window if it has two samples or more
-/// (reference `ScalingMetricEvaluator.computeEvaluatedMetrics`), with the built-in evaluation only.
+/// (reference `ScalingMetricEvaluator.computeEvaluatedMetrics`), with the custom evaluator the
+/// job's configuration selected, if any, adding its metrics over the built-in ones vertex by vertex
+/// ([`evaluate_with_plugins`]; pass `&ResolvedPlugins::default()` for the built-in evaluation).
 pub fn assess(
-    state: &mut JobState,
-    changes: &mut StateChanges,
-    observation: &Observation,
-    now: DateTime<Utc>,
-    options: &AutoScalerOptions,
-) -> Assessment {
-    assess_with_plugins(state, changes, observation, now, options, &ResolvedPlugins::default())
-}
-
-/// [`assess`] with the plugins the job's configuration selected: the custom evaluator, if any,
-/// adds its metrics over the built-in ones vertex by vertex
-/// ([`evaluate_with_plugins`]; without one this is [`assess`]).
-pub fn assess_with_plugins(
     state: &mut JobState,
     changes: &mut StateChanges,
     observation: &Observation,
@@ -306,53 +384,27 @@ pub struct DecisionFacts<'a> {
     pub task_manager_memory: Option<u64>,
 }
 
-/// Step 3: decides (reference `ScalingExecutor.scaleResource`) and, when the decision scales,
-/// records it: the summaries at `now` added to the trimmed history, a new tracking record without
-/// restart duration, overrides for every evaluated vertex (its new parallelism, or its current one
-/// when it does not change), memory tuning's configuration changes (empty when it did not run).
-/// The delayed scale-down state counts as
-/// changed when the decision updated it or scaled.
-pub fn conclude(
-    state: &mut JobState,
-    changes: &mut StateChanges,
-    scaling: ScalingState,
-    facts: &DecisionFacts<'_>,
-) -> Decision {
-    // Without plugins no step can fail.
-    let Ok(decision) = conclude_with(state, changes, scaling, facts, |input, delayed| {
-        Ok::<_, Infallible>(scaling::decide(input, delayed))
-    });
-    decision
-}
-
-/// [`conclude`] with the plugins the job's configuration selected
-/// ([`decide_with_plugins`](scaling::decide_with_plugins)): a custom alignment mode, the
-/// cluster-resource check and the scaling executor chain. A veto or a block by the resource check
-/// is a decision that records nothing, like any other block.
+/// Step 3: decides (reference `ScalingExecutor.scaleResource`, [`scaling::decide`]) with the
+/// plugins the job's configuration selected (a custom alignment mode, the cluster-resource check,
+/// the scaling executor chain; `&ResolvedPlugins::default()` for none) and, when the decision
+/// scales, records it: the summaries at `now` added to the trimmed history, a new tracking record
+/// without restart duration, overrides for every evaluated vertex (its new parallelism, or its
+/// current one when it does not change), memory tuning's configuration changes (empty when it did
+/// not run). The delayed scale-down state counts as changed when the decision updated it or
+/// scaled. A veto or a block by the resource check is a decision that records nothing, like any
+/// other block.
 ///
 /// # Errors
-/// [`PluginError`] when a plugin fails (or an executor returns an unusable summary): nothing is
+/// [`PluginError`] when a plugin fails (or an executor returns an unusable summary), or the
+/// decision is aborted as the reference 1.16 aborts it (`compat.reference-1-16`): nothing is
 /// recorded then, and the delayed scale-down state is left as it was.
-pub fn conclude_with_plugins(
+pub fn conclude(
     state: &mut JobState,
     changes: &mut StateChanges,
     scaling: ScalingState,
     facts: &DecisionFacts<'_>,
     plugins: &ResolvedPlugins,
 ) -> Result<Decision, PluginError> {
-    conclude_with(state, changes, scaling, facts, |input, delayed| {
-        scaling::decide_with_plugins(input, plugins, delayed)
-    })
-}
-
-/// The one home of step 3, with the decision made by `decide`.
-fn conclude_with<E>(
-    state: &mut JobState,
-    changes: &mut StateChanges,
-    scaling: ScalingState,
-    facts: &DecisionFacts<'_>,
-    decide: impl FnOnce(&DecisionInput<'_>, &mut DelayedScaleDown) -> Result<Decision, E>,
-) -> Result<Decision, E> {
     let ScalingState {
         mut history,
         restart_time,
@@ -371,7 +423,7 @@ fn conclude_with<E>(
         task_manager_memory: facts.task_manager_memory,
     };
     let before = state.delayed_scale_down.clone();
-    let decision = match decide(&input, &mut state.delayed_scale_down) {
+    let decision = match scaling::decide(&input, plugins, &mut state.delayed_scale_down) {
         Ok(decision) => decision,
         Err(error) => {
             state.delayed_scale_down = before;
@@ -401,6 +453,436 @@ fn conclude_with<E>(
         changes.delayed_scale_down = true;
     }
     Ok(decision)
+}
+
+/// What one cycle did, from "disabled" to "decided".
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CycleOutcome {
+    /// The autoscaler is disabled for the job; its state was cleared.
+    Disabled,
+    /// The job is not RUNNING; only stored overrides were re-applied.
+    JobNotRunning,
+    /// Metrics were not ready (just started, metrics missing during stabilization).
+    NotReady(String),
+    /// Fewer than two samples: nothing to evaluate yet.
+    InsufficientSamples,
+    /// Evaluated for reporting only: the window is not full yet.
+    WindowNotFull {
+        /// Still inside the stabilization interval.
+        stabilizing: bool,
+    },
+    /// The evaluation or the decision failed ([`CycleStep::Evaluate`], [`CycleStep::Decide`]):
+    /// nothing of a decision is recorded. `JobAutoScalerImpl::run_cycle` returns it as an
+    /// [`AutoscalerError`](crate::AutoscalerError).
+    Failed {
+        /// The step that failed.
+        step: CycleStep,
+        /// What went wrong.
+        message: String,
+    },
+    /// A decision was made: its outcome, the new parallelism of every vertex
+    /// ([`Decision::parallelism`]), every examined vertex and the events it emitted.
+    Decided(Box<Decision>),
+}
+
+impl CycleOutcome {
+    /// The decision, when the cycle made one.
+    pub fn decision(&self) -> Option<&Decision> {
+        match self {
+            Self::Decided(decision) => Some(decision),
+            _ => None,
+        }
+    }
+
+    /// The decision's outcome, when the cycle made one.
+    pub fn decision_outcome(&self) -> Option<DecisionOutcome> {
+        self.decision().map(|d| d.outcome)
+    }
+}
+
+/// The metrics a cycle decides on.
+pub enum CycleMetrics<'a> {
+    /// A collection taken at `collected_at` (the cycle's `now` for a live collection), added to
+    /// the stored window and evaluated with it ([`observe`], [`assess`]).
+    Collected {
+        /// The collection.
+        collected: CollectedJobMetrics,
+        /// When it was taken.
+        collected_at: DateTime<Utc>,
+    },
+    /// Metrics evaluated elsewhere (replay's `evaluated` mode, replay §3.4): no window, no
+    /// evaluation; `complete` fills in what the decision reads, given the cycle's restart time.
+    Evaluated {
+        /// The job graph with current parallelism.
+        topology: JobTopology,
+        /// When the job last switched to RUNNING, if known (the restart-duration recording).
+        job_running_since: Option<DateTime<Utc>>,
+        /// Completes the given metrics with the cycle's restart time.
+        complete: Box<dyn FnOnce(&JobTopology, Duration) -> EvaluatedMetrics + 'a>,
+    },
+}
+
+/// Everything a cycle is given besides the job's state and plugins.
+pub struct CycleInput<'a> {
+    /// The cycle's instant.
+    pub now: DateTime<Utc>,
+    /// The metrics to decide on.
+    pub metrics: CycleMetrics<'a>,
+    /// The job's options.
+    pub options: &'a AutoScalerOptions,
+    /// TaskManager CPU as the platform reports it.
+    pub task_manager_cpu: Option<f64>,
+    /// TaskManager process memory in bytes as the context reports it.
+    pub task_manager_memory: Option<u64>,
+    /// Whether to build the [`DecisionRecord`] (an event handler that wants it, every replay).
+    pub records: bool,
+    /// Whether to classify the window's backpressure ([`CycleResult::explanation`]) whatever
+    /// the outcome (replay prints it); otherwise only a decision's record or scaling report does.
+    pub explain: bool,
+    /// The job's name for the record (`None`: the handler knows the job from its context).
+    pub job: Option<&'a str>,
+}
+
+/// Everything one cycle did ([`run`]): the outcome with the decision, which parts of the state it
+/// changed, the events to emit, the decision record. The job's state itself, the evaluated
+/// metrics included, is in the [`JobState`] the cycle ran on.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct CycleResult {
+    /// What happened.
+    pub outcome: CycleOutcome,
+    /// The parts of the state the cycle changed: write back exactly these.
+    pub changes: StateChanges,
+    /// The collection's job graph (`None` only for a disabled job without a collection).
+    pub topology: Option<JobTopology>,
+    /// The restart time the cycle planned with ([`max_restart_time_or_default`]).
+    pub restart_time: Duration,
+    /// The vertices excluded from scaling this cycle, for the merge with the user's own overrides
+    /// ([`Observation::excluded_vertices`]).
+    pub excluded: Vec<String>,
+    /// The vertices whose busy time was not measured this cycle ([`unmeasured_vertices`]).
+    pub unmeasured: Vec<VertexId>,
+    /// The classification of the window's backpressure, when asked for or needed, and when some
+    /// sample has `BACKPRESSURE`.
+    pub explanation: Option<Explanation>,
+    /// The root-cause line a scaling report of this cycle ends with (`None` without a bottleneck).
+    pub root_cause: Option<String>,
+    /// The decision record, when [`CycleInput::records`] asked for it.
+    pub record: Option<DecisionRecord>,
+    /// The events of a cycle without a decision (a decided cycle's are the decision's).
+    undecided_events: Vec<CycleEvent>,
+}
+
+impl CycleResult {
+    /// The events this cycle emits, in order: one `MetricsIncomplete` Warning per unmeasured
+    /// vertex, then, when it decided, the decision's events.
+    pub fn events(&self) -> &[CycleEvent] {
+        match &self.outcome {
+            CycleOutcome::Decided(decision) => &decision.events,
+            _ => &self.undecided_events,
+        }
+    }
+}
+
+/// The result of a cycle of a disabled job (`job.autoscaler.enabled: false`): its state is cleared
+/// (every part counts as changed), nothing is collected or decided. `topology`, when known, gives
+/// the record its vertices; `records` asks for the record, of job `job`.
+pub fn disable(
+    state: &mut JobState,
+    now: DateTime<Utc>,
+    options: &AutoScalerOptions,
+    topology: Option<JobTopology>,
+    records: bool,
+    job: Option<&str>,
+) -> CycleResult {
+    *state = JobState::default();
+    let record = records.then(|| {
+        DecisionRecord::undecided(
+            now,
+            job,
+            topology.as_ref(),
+            None,
+            options,
+            options.restart_time,
+            JobOutcome::Disabled,
+            "disabled",
+        )
+    });
+    CycleResult {
+        outcome: CycleOutcome::Disabled,
+        changes: StateChanges::all(),
+        topology,
+        restart_time: options.restart_time,
+        excluded: options.vertex_exclude_ids.clone(),
+        unmeasured: Vec::new(),
+        explanation: None,
+        root_cause: None,
+        record,
+        undecided_events: Vec::new(),
+    }
+}
+
+/// The record of a cycle whose metrics were not ready (the collector said so), before any state
+/// was read.
+pub fn not_ready_record(
+    now: DateTime<Utc>,
+    job: Option<&str>,
+    options: &AutoScalerOptions,
+    reason: &str,
+) -> DecisionRecord {
+    DecisionRecord::undecided(
+        now,
+        job,
+        None,
+        None,
+        options,
+        options.restart_time,
+        JobOutcome::NotReady,
+        &format!("metrics_not_ready: {reason}"),
+    )
+}
+
+/// One whole cycle on the job's `state`, every stage in order: [`observe`] the collection,
+/// [`assess`] the window (state loading, evaluation), [`conclude`] with a decision, the unmeasured
+/// vertices' events and flags, the root cause, the decision record. Pure: the live
+/// [`JobAutoScalerImpl`](crate::JobAutoScalerImpl), scenario replay and recording replay all run
+/// this, and only load, collect, store, flush, emit and realize around it.
+///
+/// `state` is updated in place, the evaluated metrics included whenever the cycle evaluated;
+/// [`CycleResult::changes`] says which parts to write back.
+pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugins) -> CycleResult {
+    let CycleInput {
+        now,
+        metrics,
+        options,
+        task_manager_cpu,
+        task_manager_memory,
+        records,
+        explain,
+        job,
+    } = input;
+    if !options.enabled {
+        let topology = match metrics {
+            CycleMetrics::Collected { collected, .. } => collected.topology,
+            CycleMetrics::Evaluated { topology, .. } => topology,
+        };
+        return disable(state, now, options, Some(topology), records, job);
+    }
+    let mut changes = StateChanges::default();
+    let (observation, assessment, from_window) = match metrics {
+        CycleMetrics::Collected {
+            collected,
+            collected_at,
+        } => {
+            let observation = observe(state, &mut changes, collected, collected_at, now, options);
+            let assessment = assess(state, &mut changes, &observation, now, options, plugins);
+            (observation, assessment, true)
+        }
+        CycleMetrics::Evaluated {
+            topology,
+            job_running_since,
+            complete,
+        } => {
+            // Replay §3.4: the state loading, then the decision on the completed metrics; no
+            // window, so no vertex is unmeasured and there is no root cause.
+            let scaling = load_scaling_state(state, &mut changes, &topology, job_running_since, now, options);
+            let evaluated = complete(&topology, scaling.restart_time);
+            let observation = Observation {
+                topology,
+                job_running_since: job_running_since.unwrap_or(now),
+                restarted: false,
+                window: WindowStatus {
+                    stabilizing: false,
+                    window_full: true,
+                    stable_time: now,
+                    window_full_time: now,
+                },
+                unmeasured: Vec::new(),
+                report_unmeasured: false,
+            };
+            let assessment = Assessment {
+                scaling,
+                stage: Stage::Ready(evaluated),
+            };
+            (observation, assessment, false)
+        }
+    };
+    let restart_time = assessment.scaling.restart_time;
+    let undecided_events: Vec<CycleEvent> = if observation.report_unmeasured {
+        observation
+            .unmeasured
+            .iter()
+            .map(|v| metrics_incomplete_event(&observation.topology, v, options.scaling_event_interval))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let explain_window = |state: &JobState| {
+        from_window
+            .then(|| autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history))
+            .flatten()
+    };
+    let mut explanation = if explain { explain_window(&*state) } else { None };
+    let undecided = |evaluated: Option<&EvaluatedMetrics>, outcome: JobOutcome, reason: &str| {
+        records.then(|| {
+            DecisionRecord::undecided(
+                now,
+                job,
+                Some(&observation.topology),
+                evaluated,
+                options,
+                restart_time,
+                outcome,
+                reason,
+            )
+        })
+    };
+    let Assessment { scaling, stage } = assessment;
+    let (outcome, record, undecided_events) = match stage {
+        Stage::InsufficientSamples => (
+            CycleOutcome::InsufficientSamples,
+            undecided(None, JobOutcome::NotReady, INSUFFICIENT_SAMPLES),
+            undecided_events,
+        ),
+        Stage::Failed(error) => {
+            let message = error.to_string();
+            let record = undecided(None, JobOutcome::Error, &message);
+            let outcome = CycleOutcome::Failed {
+                step: CycleStep::Evaluate,
+                message,
+            };
+            (outcome, record, undecided_events)
+        }
+        Stage::WindowNotFull { stabilizing, evaluated } => {
+            let evaluated = keep_evaluated(state, &mut changes, evaluated);
+            let record = undecided(
+                Some(&evaluated),
+                JobOutcome::NotReady,
+                window_not_full_reason(stabilizing),
+            );
+            (CycleOutcome::WindowNotFull { stabilizing }, record, undecided_events)
+        }
+        Stage::Ready(evaluated) => {
+            let evaluated = keep_evaluated(state, &mut changes, evaluated);
+            let facts = DecisionFacts {
+                now,
+                topology: &observation.topology,
+                evaluated: &evaluated,
+                options,
+                unmeasured: &observation.unmeasured,
+                task_manager_cpu,
+                task_manager_memory,
+            };
+            match conclude(state, &mut changes, scaling, &facts, plugins) {
+                Err(error) => {
+                    let message = error.to_string();
+                    let record = undecided(Some(&evaluated), JobOutcome::Error, &message);
+                    let outcome = CycleOutcome::Failed {
+                        step: CycleStep::Decide,
+                        message,
+                    };
+                    (outcome, record, undecided_events)
+                }
+                Ok(mut decision) => {
+                    if observation.report_unmeasured {
+                        for id in &observation.unmeasured {
+                            if let Some(vertex) = decision.vertices.get_mut(id) {
+                                vertex.unmeasured = true;
+                            }
+                        }
+                        decision.events.splice(0..0, undecided_events);
+                    }
+                    // The root cause, for the record and the scaling report's last line.
+                    let reports = decision.events.iter().any(|e| e.report_header.is_some());
+                    if explanation.is_none() && (records || reports) {
+                        explanation = explain_window(&*state);
+                    }
+                    let record = records.then(|| {
+                        decided_record(
+                            now,
+                            job,
+                            &observation,
+                            from_window.then_some(&state.metric_history),
+                            &evaluated,
+                            &decision,
+                            options,
+                            restart_time,
+                            explanation.as_ref(),
+                        )
+                    });
+                    (CycleOutcome::Decided(Box::new(decision)), record, Vec::new())
+                }
+            }
+        }
+    };
+    let root_cause = explanation
+        .as_ref()
+        .and_then(|e| crate::record::root_cause_line(&observation.topology, e));
+    let excluded = observation.excluded_vertices(options);
+    CycleResult {
+        outcome,
+        changes,
+        topology: Some(observation.topology),
+        restart_time,
+        excluded,
+        unmeasured: observation.unmeasured,
+        explanation,
+        root_cause,
+        record,
+        undecided_events,
+    }
+}
+
+/// Keeps this cycle's evaluation in the job's state (the store keeps the latest, shared).
+fn keep_evaluated(
+    state: &mut JobState,
+    changes: &mut StateChanges,
+    evaluated: EvaluatedMetrics,
+) -> Arc<EvaluatedMetrics> {
+    let evaluated = Arc::new(evaluated);
+    state.evaluated_metrics = Some(Arc::clone(&evaluated));
+    changes.evaluated_metrics = true;
+    evaluated
+}
+
+/// The record of a cycle that reached its decision: the decision against the options it read
+/// ([`effective_options`]), with the true-processing-rate estimates of the evaluation `window`
+/// (none without one) and the root cause.
+#[allow(clippy::too_many_arguments)] // the facts of one cycle, each from another stage
+fn decided_record(
+    now: DateTime<Utc>,
+    job: Option<&str>,
+    observation: &Observation,
+    window: Option<&autoscaler_metrics::MetricHistory>,
+    evaluated: &EvaluatedMetrics,
+    decision: &Decision,
+    options: &AutoScalerOptions,
+    restart_time: Duration,
+    explanation: Option<&Explanation>,
+) -> DecisionRecord {
+    let record_options = effective_options(options, &observation.unmeasured);
+    let tpr = window.map_or_else(Default::default, |w| {
+        autoscaler_metrics::true_processing_rate_estimates(
+            &observation.topology,
+            w,
+            &options.evaluation_config(restart_time),
+        )
+    });
+    let mut record = DecisionRecord::decided(&RecordInput {
+        at: now,
+        job,
+        topology: &observation.topology,
+        evaluated,
+        decision,
+        options: &record_options,
+        restart_time,
+        tpr: &tpr,
+    });
+    if let Some(explanation) = explanation {
+        record.set_explanation(&observation.topology, explanation);
+    }
+    record
 }
 
 /// The overrides of an executed scaling: every evaluated vertex of the topology at its new
@@ -676,7 +1158,7 @@ mod tests {
     }
 
     #[test]
-    fn unmeasured_busy_time_excludes_a_vertex_only_for_flink_metrics() {
+    fn unmeasured_busy_time_excludes_a_vertex_for_every_kind_of_collection() {
         let options = options(&[]);
         let mut state = JobState::default();
         // The sink reports no finite busy time: LOAD NaN, excluded this cycle.
@@ -696,21 +1178,59 @@ mod tests {
         let listed = self::options(&[("job.autoscaler.vertex.exclude.ids", "sink")]);
         assert!(matches!(effective_options(&listed, &o.unmeasured), Cow::Borrowed(_)));
 
-        // Scaling metrics (a platform's own, or recorded) are used as they are.
+        // Scaling metrics (a platform's own, or recorded) too (replay §3.3 step 7a): a NaN `LOAD`
+        // and an absent one alike.
         let mut nan_load = snapshot(10);
         if let Some(sink) = nan_load.vertex_metrics.get_mut("sink") {
             sink.insert(ScalingMetric::Load, f64::NAN);
         }
+        let mut no_load = snapshot(10);
+        if let Some(sink) = no_load.vertex_metrics.get_mut("sink") {
+            sink.remove(ScalingMetric::Load);
+        }
+        for latest in [nan_load.clone(), no_load] {
+            let o = observe(
+                &mut JobState::default(),
+                &mut StateChanges::default(),
+                collected(at(0), MetricsSnapshot::Scaling(latest)),
+                at(10),
+                at(10),
+                &options,
+            );
+            assert_eq!(o.unmeasured, [VertexId::new("sink")]);
+            assert!(o.report_unmeasured);
+        }
+        // Listed in vertex.exclude.ids already: not unmeasured (and not reported).
+        let o = observe(
+            &mut JobState::default(),
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Scaling(nan_load.clone())),
+            at(10),
+            at(10),
+            &listed,
+        );
+        assert!(o.unmeasured.is_empty());
+        // Under the compat switch, 1.16's rule: silently, and only for Flink metrics.
+        let compat = self::options(&[("job.autoscaler.compat.reference-1-16", "true")]);
         let o = observe(
             &mut JobState::default(),
             &mut StateChanges::default(),
             collected(at(0), MetricsSnapshot::Scaling(nan_load)),
             at(10),
             at(10),
-            &options,
+            &compat,
         );
         assert!(o.unmeasured.is_empty());
-        assert!(o.excluded_vertices(&options).is_empty());
+        let o = observe(
+            &mut JobState::default(),
+            &mut StateChanges::default(),
+            collected(at(0), MetricsSnapshot::Flink(raw(100.0, f64::NAN))),
+            at(10),
+            at(10),
+            &compat,
+        );
+        assert_eq!(o.unmeasured, [VertexId::new("sink")]);
+        assert!(!o.report_unmeasured);
     }
 
     fn summary(current: u32, new: u32) -> ScalingSummary {
@@ -768,7 +1288,7 @@ mod tests {
             now,
             options,
         );
-        let a = assess(state, &mut changes, &o, now, options);
+        let a = assess(state, &mut changes, &o, now, options, &ResolvedPlugins::default());
         let Stage::Ready(evaluated) = a.stage else {
             return (changes, None);
         };
@@ -781,7 +1301,8 @@ mod tests {
             task_manager_cpu: None,
             task_manager_memory: None,
         };
-        let decision = conclude(state, &mut changes, a.scaling, &facts);
+        let decision =
+            conclude(state, &mut changes, a.scaling, &facts, &ResolvedPlugins::default()).expect("no plugin to fail");
         (changes, Some(decision))
     }
 
@@ -856,7 +1377,14 @@ mod tests {
             at(10),
             &options,
         );
-        let a = assess(&mut state, &mut changes, &o, at(10), &options);
+        let a = assess(
+            &mut state,
+            &mut changes,
+            &o,
+            at(10),
+            &options,
+            &ResolvedPlugins::default(),
+        );
         assert_eq!(a.stage, Stage::InsufficientSamples);
         assert_eq!(a.scaling.restart_time, Duration::from_secs(300));
     }

@@ -1,18 +1,18 @@
 //! [`JobAutoScalerImpl`]: one autoscaler cycle per call — collect, evaluate, decide, realize, persist.
 
-use crate::autoscaler::{AutoscalerError, JobAutoScaler};
+use crate::autoscaler::{AutoscalerError, CycleStep, JobAutoScaler};
 use crate::clock::{Clock, SystemClock};
 use crate::collector::{CollectError, MetricsCollector};
 use crate::config::AutoScalerOptions;
 use crate::context::GaugeKind;
 use crate::context::{JobAutoScalerContext, JobStatus};
-use crate::cycle::{self, DecisionFacts, Stage};
+use crate::cycle::{self, CycleInput, CycleMetrics, CycleOutcome, CycleResult};
 use crate::event::AutoScalerEventHandler;
+use crate::model::event::ScalingReport;
 use crate::model::state::{ConfigChanges, ParallelismOverrides};
 use crate::model::state::{JobState, StateChanges};
 use crate::plugins::PluginRegistry;
 use crate::realizer::ScalingRealizer;
-use crate::record::{DecisionRecord, JobOutcome};
 use crate::scaling::DecisionOutcome;
 use crate::state::{AutoScalerStateStore, StateError};
 use async_trait::async_trait;
@@ -26,26 +26,6 @@ pub const AUTOSCALER_ERROR_REASON: &str = "AutoscalerError";
 
 /// Config key of the user's own parallelism overrides (`vertex:parallelism,...`).
 pub const PIPELINE_PARALLELISM_OVERRIDES: &str = "pipeline.jobvertex-parallelism-overrides";
-
-/// What one call of [`JobAutoScalerImpl::run_cycle`] did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CycleOutcome {
-    /// The autoscaler is disabled for the job; its state was cleared.
-    Disabled,
-    /// The job is not RUNNING; only stored overrides were re-applied.
-    JobNotRunning,
-    /// Metrics were not ready (just started, metrics missing during stabilization).
-    NotReady(String),
-    /// Fewer than two samples: nothing to evaluate yet.
-    InsufficientSamples,
-    /// Evaluated for reporting only: the window is not full yet.
-    WindowNotFull {
-        /// Still inside the stabilization interval.
-        stabilizing: bool,
-    },
-    /// A decision was made.
-    Decided(DecisionOutcome),
-}
 
 /// The autoscaler for one kind of job: generic over the job key `K` and the platform's context `Ctx`,
 /// wired from the four FLIP-334 adapters plus a [`MetricsCollector`], and optionally the plugins a
@@ -153,18 +133,28 @@ where
     /// Runs one cycle and tells what happened. Errors are also reported as an `AutoscalerError`
     /// Warning event and an `errors` counter increment; stored state is never lost on error.
     ///
-    /// The job's options are parsed once, each stored state is read once, the steps of
-    /// [`crate::cycle`] run on them, and only the parts they changed are written back.
+    /// The job's options are parsed once, its stored state is read once, [`cycle::run`] runs every
+    /// stage on it, and only the parts it changed are written back and flushed. A decision to
+    /// scale reaches the realizer only once it is durable: if the flush fails, nothing is sent,
+    /// the job's cached state is dropped (the next cycle reads what is persisted and decides
+    /// again), and stored overrides are not re-applied this cycle. The reference realizes in a
+    /// `finally` after storing, whether or not the state reached the database; this project does
+    /// not, so that no rescale happens that the state does not remember.
     pub async fn run_cycle(&self, ctx: &Ctx) -> Result<CycleOutcome, AutoscalerError> {
         let mut end = CycleEnd::default();
         let result = self.run_cycle_inner(ctx, &mut end).await;
         let result = match result {
             Ok(outcome) => Ok(outcome),
+            // Another replica's job now: nothing of this cycle happened, and it is no fault of the job.
+            Err(error @ AutoscalerError::Fenced { .. }) => return Err(error),
             Err(error) => {
                 self.report_error(ctx, &error).await;
                 Err(error)
             }
         };
+        if !end.durable {
+            return result;
+        }
         // The reference re-applies stored overrides every cycle, whatever happened ("self-healing").
         if let Err(error) = self.apply_parallelism_overrides(ctx, &mut end).await {
             self.report_error(ctx, &error).await;
@@ -184,30 +174,40 @@ where
             .await;
     }
 
-    /// Reads every stored state of the job once.
-    async fn load_state(&self, ctx: &Ctx) -> Result<JobState, AutoscalerError> {
-        self.state_store.get_job_state(ctx).await.map_err(state_error)
-    }
-
-    /// Writes back the parts of `state` the cycle changed.
+    /// Writes back the parts of `state` the cycle changed and flushes them. On failure the job's
+    /// cached state is dropped, so that nothing unflushed is read back (and re-applied) later.
     async fn persist(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> Result<(), AutoscalerError> {
-        self.state_store
-            .store_job_state(ctx, state, changes)
-            .await
-            .map_err(state_error)
+        let written = match self.state_store.store_job_state(ctx, state, changes).await {
+            Ok(()) => self.state_store.flush(ctx).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = written {
+            self.state_store.remove_info_from_cache(ctx.job_key()).await;
+            return Err(match error {
+                StateError::Fenced { job_key, reason } => AutoscalerError::Fenced { job_key, reason },
+                other => AutoscalerError::cycle(CycleStep::Persist, other),
+            });
+        }
+        Ok(())
     }
 
     async fn run_cycle_inner(&self, ctx: &Ctx, end: &mut CycleEnd) -> Result<CycleOutcome, AutoscalerError> {
         let options = self
             .options
             .get(ctx.configuration())
-            .map_err(|e| cycle_error("options", e))?;
+            .map_err(|e| AutoscalerError::cycle(CycleStep::Options, e))?;
         let options = &*options;
         end.excluded = options.vertex_exclude_ids.clone();
         end.memory_tuning_enabled = options.memory_tuning_enabled;
         if !options.enabled {
-            self.state_store.clear_all(ctx).await.map_err(state_error)?;
-            self.state_store.flush(ctx).await.map_err(state_error)?;
+            let cleared = match self.state_store.clear_all(ctx).await {
+                Ok(()) => self.state_store.flush(ctx).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = cleared {
+                end.durable = false;
+                return Err(AutoscalerError::cycle(CycleStep::Persist, error));
+            }
             end.overrides = Some(ParallelismOverrides::new());
             end.config_changes = Some(ConfigChanges::default());
             return Ok(CycleOutcome::Disabled);
@@ -216,154 +216,100 @@ where
             return Ok(CycleOutcome::JobNotRunning);
         }
         let now = self.clock.now();
-        let wants_records = self.event_handler.wants_decision_records();
-
+        let records = self.event_handler.wants_decision_records();
         let collected = match self.collector.collect(ctx, options, now).await {
             Ok(c) => c,
             Err(CollectError::NotReady(reason)) => {
-                if wants_records {
-                    let record = DecisionRecord::undecided(
-                        now,
-                        None,
-                        None,
-                        None,
-                        options,
-                        options.restart_time,
-                        JobOutcome::NotReady,
-                        &format!("metrics_not_ready: {reason}"),
-                    );
+                if records {
+                    let record = cycle::not_ready_record(now, None, options, &reason);
                     self.event_handler.handle_decision_record(ctx, &record).await;
                 }
                 return Ok(CycleOutcome::NotReady(reason));
             }
-            Err(e) => return Err(cycle_error("collect", e)),
+            Err(e) => return Err(AutoscalerError::cycle(CycleStep::Collect, e)),
         };
         let plugins = self.plugins.resolve(ctx.configuration(), options);
-        let mut state = self.load_state(ctx).await?;
-        let mut changes = StateChanges::default();
-        let observation = cycle::observe(&mut state, &mut changes, collected, now, now, options);
-        end.excluded = observation.excluded_vertices(options);
-        let assessment = cycle::assess_with_plugins(&mut state, &mut changes, &observation, now, options, &plugins);
-        let (stabilizing, evaluated) = match assessment.stage {
-            Stage::InsufficientSamples => {
-                self.persist(ctx, &state, &changes).await?;
-                end.overrides = Some(state.parallelism_overrides);
-                end.config_changes = Some(state.config_changes);
-                self.state_store.flush(ctx).await.map_err(state_error)?;
-                if wants_records {
-                    let record = DecisionRecord::undecided(
-                        now,
-                        None,
-                        Some(&observation.topology),
-                        None,
-                        options,
-                        assessment.scaling.restart_time,
-                        JobOutcome::NotReady,
-                        cycle::INSUFFICIENT_SAMPLES,
-                    );
-                    self.event_handler.handle_decision_record(ctx, &record).await;
-                }
-                return Ok(CycleOutcome::InsufficientSamples);
+        let mut state = match self.state_store.get_job_state(ctx).await {
+            Ok(state) => state,
+            Err(error) => {
+                // What the store holds cannot be read: nothing of it is re-applied either.
+                end.durable = false;
+                return Err(AutoscalerError::cycle(CycleStep::Load, error));
             }
-            Stage::Failed(error) => {
-                self.persist(ctx, &state, &changes).await?;
-                end.overrides = Some(state.parallelism_overrides);
-                end.config_changes = Some(state.config_changes);
-                return Err(cycle_error("evaluate", error));
-            }
-            Stage::WindowNotFull { stabilizing, evaluated } => (Some(stabilizing), evaluated),
-            Stage::Ready(evaluated) => (None, evaluated),
         };
-        report_gauges(ctx, &evaluated);
-        // Shared with the store, which may keep it (the in-memory store does) without a copy.
-        let evaluated = Arc::new(evaluated);
-        self.state_store
-            .store_evaluated_metrics(ctx, &evaluated)
-            .await
-            .map_err(state_error)?;
-        if let Some(stabilizing) = stabilizing {
-            self.persist(ctx, &state, &changes).await?;
-            end.overrides = Some(state.parallelism_overrides);
-            end.config_changes = Some(state.config_changes);
-            self.state_store.flush(ctx).await.map_err(state_error)?;
-            if wants_records {
-                let record = DecisionRecord::undecided(
-                    now,
-                    None,
-                    Some(&observation.topology),
-                    Some(&evaluated),
-                    options,
-                    assessment.scaling.restart_time,
-                    JobOutcome::NotReady,
-                    cycle::window_not_full_reason(stabilizing),
-                );
-                self.event_handler.handle_decision_record(ctx, &record).await;
-            }
-            return Ok(CycleOutcome::WindowNotFull { stabilizing });
-        }
-
-        let facts = DecisionFacts {
+        let input = CycleInput {
             now,
-            topology: &observation.topology,
-            evaluated: &evaluated,
+            metrics: CycleMetrics::Collected {
+                collected,
+                collected_at: now,
+            },
             options,
-            unmeasured: &observation.unmeasured,
             task_manager_cpu: ctx.task_manager_cpu(),
             task_manager_memory: ctx.task_manager_memory(),
+            records,
+            explain: false,
+            job: None,
         };
-        let restart_time = assessment.scaling.restart_time;
-        let decision =
-            match cycle::conclude_with_plugins(&mut state, &mut changes, assessment.scaling, &facts, &plugins) {
-                Ok(decision) => decision,
-                Err(error) => {
-                    // Nothing of the decision is recorded; the window and the trimmed history are kept.
-                    self.persist(ctx, &state, &changes).await?;
-                    end.overrides = Some(state.parallelism_overrides);
-                    end.config_changes = Some(state.config_changes);
-                    self.state_store.flush(ctx).await.map_err(state_error)?;
-                    return Err(cycle_error("decide", error));
-                }
-            };
-        // The decision explained, for the handler (beside the reference's events, which stay as
-        // they are), when it wants it; the root cause also when a scaling report carries its line.
-        let reports = decision.events.iter().any(|e| e.report_header.is_some());
-        let explanation = (wants_records || reports)
-            .then(|| autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history))
-            .flatten();
-        let root_cause = explanation
+        let result = cycle::run(&mut state, input, &plugins);
+        end.excluded.clone_from(&result.excluded);
+        if let Some(evaluated) = state
+            .evaluated_metrics
             .as_ref()
-            .and_then(|e| crate::record::root_cause_line(&observation.topology, e));
-        let record = wants_records.then(|| {
-            let mut record = DecisionRecord::concluded(
-                now,
-                None,
-                &observation,
-                &state.metric_history,
-                &evaluated,
-                &decision,
-                options,
-                restart_time,
-            );
-            if let Some(explanation) = &explanation {
-                record.set_explanation(&observation.topology, explanation);
+            .filter(|_| result.changes.evaluated_metrics)
+        {
+            report_gauges(ctx, evaluated);
+        }
+        // The one exit: nothing of the cycle is emitted or realized before it is durable.
+        if let Err(error) = self.persist(ctx, &state, &result.changes).await {
+            end.durable = false;
+            return Err(error);
+        }
+        end.overrides = Some(state.parallelism_overrides);
+        end.config_changes = Some(state.config_changes);
+        self.emit(ctx, &result, options).await;
+        if let Some(decision) = result.outcome.decision() {
+            let reporter = ctx.metrics_reporter();
+            for (id, summary) in &decision.summaries {
+                reporter.set_vertex_gauge(
+                    id,
+                    ScalingMetric::RecommendedParallelism,
+                    GaugeKind::Current,
+                    f64::from(summary.new_parallelism),
+                );
             }
-            record
-        });
-        for event in &decision.events {
-            match &event.report_header {
-                // Scaling reports go through the handler's report hook so it can deduplicate them by
-                // the recommended parallelism, as the reference's handlers do.
-                Some(header) => {
-                    let report = crate::model::event::ScalingReport {
-                        summaries: &decision.summaries,
+            report_memory_recommendation(ctx, decision);
+            if matches!(decision.outcome, DecisionOutcome::Scale) {
+                reporter.increment_counter("scalings");
+            } else {
+                reporter.increment_counter("balanced");
+            }
+        }
+        if let Some(record) = &result.record {
+            self.event_handler.handle_decision_record(ctx, record).await;
+        }
+        match result.outcome {
+            CycleOutcome::Failed { step, message } => Err(AutoscalerError::Cycle { step, message }),
+            outcome => Ok(outcome),
+        }
+    }
+
+    /// Emits the cycle's events. Scaling reports go through the handler's report hook so it can
+    /// deduplicate them by the recommended parallelism, as the reference's handlers do.
+    async fn emit(&self, ctx: &Ctx, result: &CycleResult, options: &AutoScalerOptions) {
+        let summaries = result.outcome.decision().map(|d| &d.summaries);
+        for event in result.events() {
+            match (&event.report_header, summaries) {
+                (Some(header), Some(summaries)) => {
+                    let report = ScalingReport {
+                        summaries,
                         header,
                         text: &event.message,
-                        root_cause: root_cause.as_deref(),
+                        root_cause: result.root_cause.as_deref(),
                         interval: options.scaling_event_interval,
                     };
                     self.event_handler.handle_scaling_event(ctx, &report).await
                 }
-                None => {
+                _ => {
                     self.event_handler
                         .handle_event(
                             ctx,
@@ -377,29 +323,6 @@ where
                 }
             }
         }
-        let reporter = ctx.metrics_reporter();
-        for (id, summary) in &decision.summaries {
-            reporter.set_vertex_gauge(
-                id,
-                ScalingMetric::RecommendedParallelism,
-                GaugeKind::Current,
-                f64::from(summary.new_parallelism),
-            );
-        }
-        report_memory_recommendation(ctx, &decision);
-        self.persist(ctx, &state, &changes).await?;
-        end.overrides = Some(state.parallelism_overrides);
-        end.config_changes = Some(state.config_changes);
-        if matches!(decision.outcome, DecisionOutcome::Scale) {
-            reporter.increment_counter("scalings");
-        } else {
-            reporter.increment_counter("balanced");
-        }
-        self.state_store.flush(ctx).await.map_err(state_error)?;
-        if let Some(record) = &record {
-            self.event_handler.handle_decision_record(ctx, record).await;
-        }
-        Ok(CycleOutcome::Decided(decision.outcome))
     }
 
     /// While `memory.tuning.enabled`, hands the configuration changes (memory tuning's, from the
@@ -412,12 +335,16 @@ where
         }
         let changes = match end.config_changes {
             Some(changes) => changes,
-            None => self.state_store.get_config_changes(ctx).await.map_err(state_error)?,
+            None => self
+                .state_store
+                .get_config_changes(ctx)
+                .await
+                .map_err(|e| AutoscalerError::cycle(CycleStep::Load, e))?,
         };
         self.realizer
             .realize_config_overrides(ctx, &changes)
             .await
-            .map_err(|e| cycle_error("realize", e))
+            .map_err(|e| AutoscalerError::cycle(CycleStep::Realize, e))
     }
 
     /// Sends the overrides, merged with the user's `pipeline.jobvertex-parallelism-overrides`
@@ -430,7 +357,7 @@ where
                 .state_store
                 .get_parallelism_overrides(ctx)
                 .await
-                .map_err(state_error)?,
+                .map_err(|e| AutoscalerError::cycle(CycleStep::Load, e))?,
         };
         if stored.is_empty() {
             return Ok(());
@@ -452,13 +379,16 @@ where
         self.realizer
             .realize_parallelism_overrides(ctx, &merged)
             .await
-            .map_err(|e| cycle_error("realize", e))
+            .map_err(|e| AutoscalerError::cycle(CycleStep::Realize, e))
     }
 }
 
 /// What the end of a cycle hands to the override re-application.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CycleEnd {
+    /// Whether the job's state is known to be durable: false when it could not be read or
+    /// flushed, and then nothing is re-applied.
+    durable: bool,
     /// The overrides after the cycle, if it loaded the state (else they are read from the store).
     overrides: Option<ParallelismOverrides>,
     /// The vertices excluded from scaling this cycle.
@@ -467,6 +397,18 @@ struct CycleEnd {
     config_changes: Option<ConfigChanges>,
     /// `memory.tuning.enabled` (false when the options do not parse).
     memory_tuning_enabled: bool,
+}
+
+impl Default for CycleEnd {
+    fn default() -> Self {
+        Self {
+            durable: true,
+            overrides: None,
+            excluded: Vec::new(),
+            config_changes: None,
+            memory_tuning_enabled: false,
+        }
+    }
 }
 
 /// Parses the user's `vertex:parallelism,...` map, skipping malformed entries.
@@ -505,20 +447,6 @@ fn report_gauges<K, Ctx: JobAutoScalerContext<K>>(ctx: &Ctx, evaluated: &autosca
     }
 }
 
-fn cycle_error(step: &'static str, e: impl std::fmt::Display) -> AutoscalerError {
-    AutoscalerError::Cycle {
-        step,
-        message: e.to_string(),
-    }
-}
-
-fn state_error(e: StateError) -> AutoscalerError {
-    AutoscalerError::Cycle {
-        step: "persist",
-        message: e.to_string(),
-    }
-}
-
 #[async_trait]
 impl<K, Ctx> JobAutoScaler<K, Ctx> for JobAutoScalerImpl<K, Ctx>
 where
@@ -527,6 +455,13 @@ where
 {
     async fn scale(&self, ctx: &Ctx) -> Result<(), AutoscalerError> {
         self.run_cycle(ctx).await.map(|_| ())
+    }
+
+    async fn forget_cached(&self, job_key: &K)
+    where
+        K: Sync,
+    {
+        self.state_store.remove_info_from_cache(job_key).await;
     }
 
     async fn cleanup(&self, job_key: &K) {

@@ -4,7 +4,8 @@
 //! ([`JobAutoScalerContext`], [`ScalingRealizer`], [`AutoScalerEventHandler`],
 //! [`AutoScalerStateStore`], [`MetricsCollector`]), the configuration and typed `job.autoscaler.*`
 //! options ([`config`]), the per-vertex scaler, the scaling executor, memory autotuning ([`tuning`]),
-//! `JobAutoScalerImpl` and the standalone control loop (feature `standalone`, on by default).
+//! `JobAutoScalerImpl`, the standalone control loop (feature `standalone`, on by default) and the
+//! [`JobOwnership`] seam that lets several replicas share the jobs.
 //! `use autoscaler_core::prelude::*` brings what adapters need; the types of the trait
 //! signatures come re-exported ([`autoscaler_metrics`], [`chrono`]).
 //!
@@ -114,6 +115,9 @@ mod error;
 mod event;
 mod event_logging;
 mod job_autoscaler;
+// The replicas' ownership seam is the standalone loop's (its leases run on tokio's clock).
+#[cfg(feature = "standalone")]
+mod ownership;
 mod realizer;
 #[cfg(feature = "standalone")]
 mod standalone;
@@ -132,7 +136,7 @@ pub mod tuning;
 
 /// Re-exported so platforms (and the facade's simulator and examples) implement the traits without a direct dependency.
 pub use async_trait::async_trait;
-pub use autoscaler::{AutoscalerError, FetchError, JobAutoScaler, JobListFetcher};
+pub use autoscaler::{AutoscalerError, CycleStep, FetchError, JobAutoScaler, JobListFetcher};
 /// The evaluation engine whose types the traits pass ([`JobTopology`](autoscaler_metrics::JobTopology),
 /// [`MetricHistory`](autoscaler_metrics::MetricHistory), ...), re-exported so a platform names
 /// the very version this crate uses.
@@ -145,10 +149,11 @@ pub use collector::{CollectError, CollectedJobMetrics, MetricsCollector, Metrics
 pub use context::{
     AutoscalerMetricsReporter, BasicJobContext, GaugeKind, JobAutoScalerContext, JobStatus, NoopMetricsReporter,
 };
+pub use cycle::CycleOutcome;
 pub use error::{BoxError, Error, Result};
 pub use event::AutoScalerEventHandler;
 pub use event_logging::LoggingEventHandler;
-pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, CycleOutcome, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
+pub use job_autoscaler::{AUTOSCALER_ERROR_REASON, JobAutoScalerImpl, PIPELINE_PARALLELISM_OVERRIDES};
 pub use model::event::{
     EventType, SCALING_REPORT_KEY, SCALING_REPORT_REASON, SCALING_SUMMARY_HEADER_SCALING_EXECUTION_DISABLED,
     SCALING_SUMMARY_HEADER_SCALING_EXECUTION_ENABLED, ScalingReport, parallelism_hash_code, scaling_report,
@@ -156,6 +161,12 @@ pub use model::event::{
 pub use model::state::{
     ConfigChanges, DelayedScaleDown, JobState, ParallelismOverrides, RecommendedParallelism, ScalingHistory,
     ScalingRecord, ScalingSummary, ScalingTracking, StateChanges, VertexDelayedScaleDownInfo,
+};
+#[cfg(feature = "standalone")]
+pub use ownership::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_INTERVAL, HA_LEASE_DURATION_KEY, HA_RENEW_INTERVAL_KEY, HA_REPLICA_ID_KEY,
+    HaOptions, JobLease, JobOwnership, Ownership, OwnershipError, OwnershipStats, SoleOwner, default_replica_id,
+    rendezvous_score, rendezvous_winner,
 };
 pub use realizer::{RealizeError, ScalingRealizer};
 #[cfg(feature = "standalone")]

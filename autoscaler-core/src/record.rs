@@ -65,6 +65,9 @@ pub enum JobOutcome {
     JobNotRunning,
     /// The cycle failed; `reason` is the error.
     Error,
+    /// The job's own options do not validate, so it is not scaled; `reason` names every problem
+    /// (the standalone service's options check, before any cycle runs).
+    Misconfigured,
 }
 
 impl JobOutcome {
@@ -78,6 +81,7 @@ impl JobOutcome {
             Self::Disabled => "disabled",
             Self::JobNotRunning => "job_not_running",
             Self::Error => "error",
+            Self::Misconfigured => "misconfigured",
         }
     }
 }
@@ -117,6 +121,9 @@ pub enum VertexReason {
     NotReady,
     /// Listed in `vertex.exclude.ids`, or finished: never scaled.
     Excluded,
+    /// Its busy time was not measured in the latest collection: not scaled this cycle
+    /// ([`unmeasured_vertices`](crate::cycle::unmeasured_vertices)).
+    Unmeasured,
 }
 
 impl VertexReason {
@@ -137,6 +144,7 @@ impl VertexReason {
             Self::Veto => "veto",
             Self::NotReady => "not_ready",
             Self::Excluded => "excluded",
+            Self::Unmeasured => "unmeasured",
         }
     }
 }
@@ -370,6 +378,13 @@ fn vertex_base(
 
 /// The reason of a vertex the vertex scaler examined, given the job's outcome.
 fn vertex_reason(vd: &VertexDecision, outcome: DecisionOutcome) -> (VertexReason, Option<DateTime<Utc>>, String) {
+    if vd.unmeasured {
+        return (
+            VertexReason::Unmeasured,
+            None,
+            "busy time not measured in the latest collection: not scaled this cycle".to_owned(),
+        );
+    }
     if vd.excluded {
         return (
             VertexReason::Excluded,
@@ -481,39 +496,6 @@ fn summary_of(outcome: DecisionOutcome, vertices: &BTreeMap<String, VertexRecord
 }
 
 impl DecisionRecord {
-    /// The record of a cycle that reached its decision, as the live cycle
-    /// (`JobAutoScalerImpl::run_cycle`) and `replay --recording` build it: the decision against
-    /// the options it read ([`crate::cycle::effective_options`]: `vertex.exclude.ids` plus the
-    /// vertices whose busy time was not measured), with the true-processing-rate estimates of the
-    /// evaluation `window`. The caller adds the root cause ([`Self::set_explanation`]).
-    #[allow(clippy::too_many_arguments)] // the facts of one cycle, each from another stage
-    pub fn concluded(
-        at: DateTime<Utc>,
-        job: Option<&str>,
-        observation: &crate::cycle::Observation,
-        window: &autoscaler_metrics::MetricHistory,
-        evaluated: &EvaluatedMetrics,
-        decision: &Decision,
-        options: &AutoScalerOptions,
-        restart_time: Duration,
-    ) -> Self {
-        let record_options = crate::cycle::effective_options(options, &observation.unmeasured);
-        let tpr = autoscaler_metrics::true_processing_rate_estimates(
-            &observation.topology,
-            window,
-            &options.evaluation_config(restart_time),
-        );
-        Self::decided(&RecordInput {
-            at,
-            job,
-            topology: &observation.topology,
-            evaluated,
-            decision,
-            options: &record_options,
-            restart_time,
-            tpr: &tpr,
-        })
-    }
     /// The record of a cycle that reached the decision stage.
     pub fn decided(input: &RecordInput<'_>) -> Self {
         let outcome = input.decision.outcome;

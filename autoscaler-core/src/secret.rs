@@ -142,6 +142,29 @@ pub fn is_secret_key(key: &str) -> bool {
     SECRET_QUERY_KEYS.iter().any(|k| key.eq_ignore_ascii_case(k))
 }
 
+/// The value of configuration `key` as it may be printed: a key whose last segment names a
+/// credential (`auth.password`, `auth.bearer-token`) shows only an `env:`/`file:` reference, any
+/// other value of it becomes `***`; every other value goes through [`redact_url`].
+///
+/// ```
+/// use autoscaler_core::secret::redact_setting;
+/// assert_eq!(redact_setting("autoscaler.service.source.a.auth.password", "hunter2"), "***");
+/// assert_eq!(redact_setting("autoscaler.service.source.a.auth.password", "env:PW"), "env:PW");
+/// assert_eq!(redact_setting("autoscaler.standalone.jdbc.url", "jdbc:postgresql://db/x?password=s"), "jdbc:postgresql://db/x?password=***");
+/// assert_eq!(redact_setting("job.autoscaler.metrics.window", "5 min"), "5 min");
+/// ```
+pub fn redact_setting(key: &str, value: &str) -> String {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    // `jdbc.password-env-variable` names a variable, not a secret.
+    let names_a_secret =
+        !last.ends_with("env-variable") && (is_secret_key(last) || last.split(['-', '_']).any(is_secret_key));
+    if names_a_secret && SecretSource::parse(value).is_none() {
+        REDACTED.to_owned()
+    } else {
+        redact_url(value)
+    }
+}
+
 /// `scheme://user:password@rest` -> `scheme://user:***@rest` (the part before any query).
 fn redact_user_info(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {

@@ -13,6 +13,10 @@
 //!   [`StandaloneAutoscaler::run_with_abort`] that wait is bounded and the scales still running are
 //!   cancelled.
 //!
+//! With [`StandaloneAutoscaler::with_ownership`] several replicas share the jobs: only the jobs
+//! a [`JobOwnership`] grants this replica get a cycle, and a cycle whose lease is lost is
+//! cancelled (see that method for the rules).
+//!
 //! The fetch and the cleanups run on the loop itself, as on the reference's single loop thread:
 //! a fetcher must bound its own time (the reference's REST timeout), and `cleanup` should be quick.
 //!
@@ -40,6 +44,7 @@ use crate::context::JobAutoScalerContext;
 use crate::event::AutoScalerEventHandler;
 use crate::job_autoscaler::AUTOSCALER_ERROR_REASON;
 use crate::model::event::EventType;
+use crate::ownership::{JobOwnership, Ownership, OwnershipStats};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::future::Future;
@@ -47,8 +52,9 @@ use std::hash::Hash;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
-use tokio::task::{Id as TaskId, JoinError, JoinSet};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::{Id as TaskId, JoinError, JoinHandle, JoinSet};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 /// Key of the control-loop interval (reference default 10 s).
@@ -168,6 +174,8 @@ pub struct CycleReport<K> {
     pub cleaned_up: Vec<K>,
     /// Jobs gone from the list whose cleanup waits for their scale in flight.
     pub cleanup_deferred: Vec<K>,
+    /// Jobs of the list another replica owns (only with a [`JobOwnership`]): left alone.
+    pub not_owned: Vec<K>,
 }
 
 impl<K> Default for CycleReport<K> {
@@ -177,6 +185,7 @@ impl<K> Default for CycleReport<K> {
             skipped_in_flight: Vec::new(),
             cleaned_up: Vec::new(),
             cleanup_deferred: Vec::new(),
+            not_owned: Vec::new(),
         }
     }
 }
@@ -200,6 +209,8 @@ pub struct StandaloneAutoscaler<K, Ctx> {
     in_flight: HashSet<K>,
     /// Keys of the last successful fetch (the reference's `lastScaling`).
     last_seen: HashSet<K>,
+    /// Which jobs this replica owns, when several replicas share the jobs.
+    owners: Option<Owners<K>>,
 }
 
 impl<K, Ctx> Debug for StandaloneAutoscaler<K, Ctx>
@@ -239,7 +250,55 @@ where
             task_jobs: HashMap::new(),
             in_flight: HashSet::new(),
             last_seen: HashSet::new(),
+            owners: None,
         }
+    }
+
+    /// Scales only the jobs `ownership` says this replica owns (see [`crate::JobOwnership`]).
+    ///
+    /// With an ownership, every cycle runs a round of it right after the fetch (so a newly
+    /// listed job is taken at once), and [`run`](Self::run) also runs one every
+    /// [`renew_interval`](JobOwnership::renew_interval) on a task of its own, so a slow fetch
+    /// or a long cycle never delays a renewal. Then:
+    /// - a job is dispatched only while its lease is valid on the local clock; a job another
+    ///   replica owns is reported in [`CycleReport::not_owned`] and left alone;
+    /// - the first cycle of a job under a new epoch (just acquired, or acquired again) first
+    ///   calls [`JobAutoScaler::forget_cached`], so it starts from what is persisted;
+    /// - a cycle in flight whose lease is lost (released, taken over, or its local deadline
+    ///   passed without a renewal) is cancelled where it waits;
+    /// - a job gone from the list is cleaned up only by its owner; another replica only drops
+    ///   what it cached;
+    /// - on shutdown no cycle starts, the leases of jobs without a cycle in flight are given up
+    ///   at the next round, the cycles in flight finish (or are cancelled after the grace
+    ///   period), then [`JobOwnership::leave`] gives up everything else.
+    ///
+    /// Every acquired and released job is logged at INFO; [`ownership_stats`](Self::ownership_stats)
+    /// counts them.
+    pub fn with_ownership(mut self, ownership: Arc<dyn JobOwnership<K>>) -> Self {
+        let (current, _) = watch::channel(Arc::new(Ownership::default()));
+        self.owners = Some(Owners {
+            shared: Arc::new(SharedOwnership {
+                ownership,
+                current,
+                stats: Arc::new(OwnershipStats::default()),
+                candidates: std::sync::Mutex::new(None),
+                rounds: tokio::sync::Mutex::new(()),
+            }),
+            dispatched_epochs: HashMap::new(),
+        });
+        self
+    }
+
+    /// The ownership counters (owned jobs, live replicas, ownership changes, failed rounds);
+    /// `None` without a [`with_ownership`](Self::with_ownership).
+    pub fn ownership_stats(&self) -> Option<Arc<OwnershipStats>> {
+        self.owners.as_ref().map(|o| Arc::clone(&o.shared.stats))
+    }
+
+    /// The latest answer of the ownership, updated after every round (for a service's job
+    /// listing and readiness); `None` without a [`with_ownership`](Self::with_ownership).
+    pub fn ownership_watch(&self) -> Option<watch::Receiver<Arc<Ownership<K>>>> {
+        self.owners.as_ref().map(|o| o.shared.current.subscribe())
     }
 
     /// Sets the configuration handed to every fetch (the standalone autoscaler's own config).
@@ -293,6 +352,11 @@ where
     /// grace timer written as `async { sleep(grace).await }` starts counting then.
     pub async fn run_with_abort(mut self, shutdown: impl Future<Output = ()>, abort: impl Future<Output = ()>) {
         tracing::info!(interval = ?self.options.interval, parallelism = self.options.parallelism, "control loop started");
+        // Renewals on a task of their own: a slow fetch or a busy loop never delays them.
+        let keeper = self
+            .owners
+            .as_ref()
+            .map(|owners| AbortOnDrop(tokio::spawn(keep_leases(Arc::clone(&owners.shared)))));
         tokio::pin!(shutdown);
         let next_cycle = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(next_cycle);
@@ -319,6 +383,11 @@ where
             in_flight = self.in_flight.len(),
             "control loop stopping after the scales in flight"
         );
+        if let Some(owners) = &self.owners {
+            // Only the jobs with a cycle in flight are still wanted: the next round gives the
+            // others up, so their new owners need not wait for this replica's grace period.
+            owners.shared.set_candidates(self.in_flight.iter().cloned().collect());
+        }
         tokio::select! {
             () = self.wait_idle() => {}
             () = abort => {
@@ -338,10 +407,16 @@ where
                 }
             }
         }
+        drop(keeper);
+        if let Some(owners) = &self.owners {
+            owners.shared.leave().await;
+        }
         tracing::info!("control loop stopped");
     }
 
     /// One cycle: fetch, clean up vanished jobs, dispatch a scale for every job not in flight.
+    /// With an ownership, a round of it runs right after the fetch and only owned jobs are
+    /// cleaned up and dispatched (see [`with_ownership`](Self::with_ownership)).
     /// Returns without waiting for any scale. `Err` means the fetch failed and nothing was done.
     pub async fn run_cycle(&mut self) -> Result<CycleReport<K>, FetchError> {
         // Scales that finished since the last look free their keys before the skip check.
@@ -363,12 +438,50 @@ where
         // when their scale in flight finishes.
         let vanished: Vec<K> = self.last_seen.difference(&current).cloned().collect();
         self.last_seen = current;
+
+        // Which jobs are this replica's: the listed ones, those with a cycle in flight and
+        // those just gone (their cycle, or their cleanup, still needs the lease; the next
+        // round gives them up).
+        let ownership = match &self.owners {
+            None => None,
+            Some(owners) => {
+                let mut candidates: Vec<K> = jobs.iter().map(|ctx| ctx.job_key().clone()).collect();
+                candidates.extend(
+                    self.in_flight
+                        .iter()
+                        .filter(|key| !self.last_seen.contains(*key))
+                        .cloned(),
+                );
+                candidates.extend(vanished.iter().filter(|key| !self.in_flight.contains(*key)).cloned());
+                owners.shared.set_candidates(candidates);
+                owners.shared.round().await;
+                Some(Arc::clone(&*owners.shared.current.borrow()))
+            }
+        };
+        let now = Instant::now();
+        let owns = |key: &K| ownership.as_ref().is_none_or(|o| o.valid_lease(key, now).is_some());
+
         for key in vanished {
             if self.in_flight.contains(&key) {
                 report.cleanup_deferred.push(key);
-            } else {
+            } else if owns(&key) {
                 self.cleanup(&key).await;
                 report.cleaned_up.push(key);
+            } else {
+                // Its owner cleans it up; this replica only drops what it may have cached.
+                self.forget(&key).await;
+            }
+        }
+        // Jobs lost since their last cycle: what this replica cached of them is stale.
+        if let Some(owners) = &self.owners {
+            let lost: Vec<K> = owners
+                .dispatched_epochs
+                .keys()
+                .filter(|key| !self.in_flight.contains(*key) && !owns(key))
+                .cloned()
+                .collect();
+            for key in lost {
+                self.forget(&key).await;
             }
         }
 
@@ -380,7 +493,25 @@ where
                 report.skipped_in_flight.push(key);
                 continue;
             }
-            self.dispatch(Arc::new(ctx));
+            let lease = match (&ownership, &mut self.owners) {
+                (Some(ownership), Some(owners)) => match ownership.valid_lease(&key, now) {
+                    None => {
+                        report.not_owned.push(key);
+                        continue;
+                    }
+                    Some(lease) => {
+                        // The first cycle under a new epoch starts from what is persisted.
+                        let fresh = owners.dispatched_epochs.insert(key.clone(), lease.epoch) != Some(lease.epoch);
+                        Some(TaskLease {
+                            current: owners.shared.current.subscribe(),
+                            epoch: lease.epoch,
+                            fresh,
+                        })
+                    }
+                },
+                _ => None,
+            };
+            self.dispatch(Arc::new(ctx), lease);
             self.in_flight.insert(key.clone());
             report.dispatched.push(key);
         }
@@ -389,6 +520,7 @@ where
             skipped = report.skipped_in_flight.len(),
             cleaned_up = report.cleaned_up.len(),
             cleanup_deferred = report.cleanup_deferred.len(),
+            not_owned = report.not_owned.len(),
             "control loop cycle"
         );
         Ok(report)
@@ -401,7 +533,7 @@ where
         }
     }
 
-    fn dispatch(&mut self, ctx: Arc<Ctx>) {
+    fn dispatch(&mut self, ctx: Arc<Ctx>, lease: Option<TaskLease<K>>) {
         let permits = Arc::clone(&self.permits);
         let autoscaler = Arc::clone(&self.autoscaler);
         let events = Arc::clone(&self.events);
@@ -415,7 +547,26 @@ where
                 let Ok(_permit) = permits.acquire_owned().await else {
                     return;
                 };
-                scale_one(&*task_ctx, &*autoscaler, &*events, validator.as_deref(), event_interval).await;
+                let ctx = &*task_ctx;
+                let scale = scale_one(ctx, &*autoscaler, &*events, validator.as_deref(), event_interval);
+                let Some(lease) = lease else {
+                    return scale.await;
+                };
+                let key = ctx.job_key();
+                tokio::select! {
+                    // A lease lost while waiting for the permit stops the cycle before it starts.
+                    biased;
+                    () = lease_lost(lease.current, key, lease.epoch) => {
+                        // The loop drops the job's cache when it sees the task end.
+                        tracing::warn!(epoch = lease.epoch, "lost the job's lease: its cycle is cancelled");
+                    }
+                    () = async {
+                        if lease.fresh {
+                            autoscaler.forget_cached(key).await;
+                        }
+                        scale.await;
+                    } => {}
+                }
             }
             .instrument(span),
         );
@@ -441,16 +592,230 @@ where
                 .await;
         }
         self.in_flight.remove(&key);
+        let owned = self.owns_now(&key);
         // The job vanished while it was being scaled: its deferred cleanup runs now, exactly once
-        // (a job that came back meanwhile is in `last_seen` again and is kept).
-        if !self.last_seen.contains(&key) {
+        // (a job that came back meanwhile is in `last_seen` again and is kept), by its owner.
+        if !self.last_seen.contains(&key) && owned {
             self.cleanup(&key).await;
+        } else if !owned {
+            // Lost during its cycle (the cycle was cancelled): what was cached is stale.
+            self.forget(&key).await;
         }
     }
 
-    async fn cleanup(&self, key: &K) {
+    /// Whether this replica may act on `key` now (always, without an ownership).
+    fn owns_now(&self, key: &K) -> bool {
+        self.owners.as_ref().is_none_or(|owners| {
+            owners
+                .shared
+                .current
+                .borrow()
+                .valid_lease(key, Instant::now())
+                .is_some()
+        })
+    }
+
+    async fn cleanup(&mut self, key: &K) {
         tracing::info!(job = ?key, "job is gone, cleaning up");
         self.autoscaler.cleanup(key).await;
+        if let Some(owners) = &mut self.owners {
+            owners.dispatched_epochs.remove(key);
+        }
+    }
+
+    /// Drops what this replica caches of a job it does not own (any more).
+    async fn forget(&mut self, key: &K) {
+        self.autoscaler.forget_cached(key).await;
+        if let Some(owners) = &mut self.owners {
+            owners.dispatched_epochs.remove(key);
+        }
+    }
+}
+
+/// The ownership side of the loop.
+struct Owners<K> {
+    shared: Arc<SharedOwnership<K>>,
+    /// The epoch each owned job last had a cycle under: a new one drops the autoscaler's cache.
+    dispatched_epochs: HashMap<K, u64>,
+}
+
+/// What the loop, its lease keeper task and its scale tasks share.
+struct SharedOwnership<K> {
+    ownership: Arc<dyn JobOwnership<K>>,
+    /// The latest answer (pruned of leases whose local deadline passed).
+    current: watch::Sender<Arc<Ownership<K>>>,
+    stats: Arc<OwnershipStats>,
+    /// The jobs to own; `None` until the first fetch (a round before it would give up everything).
+    candidates: std::sync::Mutex<Option<Arc<Vec<K>>>>,
+    /// Rounds run one at a time, each with the candidates current when it starts.
+    rounds: tokio::sync::Mutex<()>,
+}
+
+impl<K> SharedOwnership<K>
+where
+    K: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+{
+    fn set_candidates(&self, candidates: Vec<K>) {
+        *self
+            .candidates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(candidates));
+    }
+
+    /// One round of the ownership, bounded by the renew interval; the answer is published, a
+    /// failure is logged and counted (the leases then lapse at their local deadlines).
+    async fn round(&self) {
+        let _one_at_a_time = self.rounds.lock().await;
+        let candidates = self
+            .candidates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let Some(candidates) = candidates else {
+            return;
+        };
+        let bound = self.ownership.renew_interval();
+        match tokio::time::timeout(bound, self.ownership.acquire_and_renew(&candidates)).await {
+            Ok(Ok(ownership)) => {
+                self.stats.set_round_ok(true);
+                self.publish(ownership);
+            }
+            Ok(Err(error)) => self.round_failed(&error.to_string()),
+            Err(_) => self.round_failed(&format!("no answer within the renew interval ({bound:?})")),
+        }
+    }
+
+    fn round_failed(&self, error: &str) {
+        tracing::error!(
+            replica = self.ownership.replica_id(),
+            error,
+            "could not renew the job leases: each job stops at its lease's local deadline unless a later round succeeds"
+        );
+        self.stats.add_failed_round();
+        self.stats.set_round_ok(false);
+        self.prune_lapsed();
+    }
+
+    /// Makes `new` the current answer; logs and counts every job acquired or released.
+    fn publish(&self, new: Ownership<K>) {
+        let replica = self.ownership.replica_id();
+        let mut changes = 0;
+        self.current.send_modify(|current| {
+            for (key, lease) in &new.leases {
+                if current.leases.get(key).map(|l| l.epoch) != Some(lease.epoch) {
+                    tracing::info!(job = ?key, epoch = lease.epoch, replica, "acquired job");
+                    changes += 1;
+                }
+            }
+            for key in current.leases.keys() {
+                if !new.leases.contains_key(key) {
+                    tracing::info!(job = ?key, replica, "released job");
+                    changes += 1;
+                }
+            }
+            self.stats.set_owned(new.leases.len(), new.live_replicas.len());
+            *current = Arc::new(new);
+        });
+        self.stats.add_changes(changes);
+    }
+
+    /// Drops the leases whose local deadline has passed (self-fencing without the coordinator).
+    fn prune_lapsed(&self) {
+        let now = Instant::now();
+        let current = Arc::clone(&*self.current.borrow());
+        if current.leases.values().all(|lease| lease.is_valid_at(now)) {
+            return;
+        }
+        let mut kept = Ownership::clone(&current);
+        kept.leases.retain(|key, lease| {
+            let valid = lease.is_valid_at(now);
+            if !valid {
+                tracing::warn!(job = ?key, epoch = lease.epoch, "lease not renewed in time: stopping work on the job");
+            }
+            valid
+        });
+        self.publish(kept);
+    }
+
+    /// Gives up every lease and the membership (shutdown), bounded by the renew interval.
+    async fn leave(&self) {
+        let _one_at_a_time = self.rounds.lock().await;
+        *self
+            .candidates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(Vec::new()));
+        let bound = self.ownership.renew_interval();
+        match tokio::time::timeout(bound, self.ownership.leave()).await {
+            Ok(Ok(())) => tracing::info!(replica = self.ownership.replica_id(), "gave up every job lease"),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "could not give the job leases up: they lapse after the lease duration");
+            }
+            Err(_) => tracing::warn!("giving the job leases up timed out: they lapse after the lease duration"),
+        }
+        self.publish(Ownership::default());
+    }
+}
+
+/// Runs a round every renew interval, and drops each lease at its local deadline if no round
+/// renewed it by then.
+async fn keep_leases<K>(shared: Arc<SharedOwnership<K>>)
+where
+    K: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+{
+    let interval = shared.ownership.renew_interval();
+    let mut next_round = instant_after(interval);
+    loop {
+        let deadline = shared.current.borrow().earliest_deadline();
+        tokio::select! {
+            () = tokio::time::sleep_until(next_round) => {
+                shared.round().await;
+                next_round = instant_after(interval);
+            }
+            () = sleep_until_some(deadline) => shared.prune_lapsed(),
+        }
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What a scale task needs to stop when its job's lease is lost.
+struct TaskLease<K> {
+    current: watch::Receiver<Arc<Ownership<K>>>,
+    epoch: u64,
+    /// The job's first cycle under this epoch: drop the autoscaler's cache first.
+    fresh: bool,
+}
+
+/// Completes once `key` is no longer held with `epoch`: given up, taken over, or past its
+/// local deadline.
+async fn lease_lost<K: Eq + Hash>(mut current: watch::Receiver<Arc<Ownership<K>>>, key: &K, epoch: u64) {
+    loop {
+        let deadline = match current.borrow_and_update().valid_lease(key, Instant::now()) {
+            Some(lease) if lease.epoch == epoch => lease.valid_until,
+            _ => return,
+        };
+        tokio::select! {
+            changed = current.changed() => {
+                if changed.is_err() {
+                    return; // the loop is gone
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// Aborts the task when dropped (the lease keeper must not outlive its loop).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -521,6 +886,7 @@ mod tests {
     use super::*;
     use crate::autoscaler::AutoscalerError;
     use crate::context::BasicJobContext;
+    use crate::ownership::{JobLease, OwnershipError};
     use async_trait::async_trait;
     use std::collections::BTreeMap;
     use std::sync::Mutex;
@@ -576,6 +942,7 @@ mod tests {
         scale_starts: BTreeMap<String, Vec<Duration>>,
         scale_ends: BTreeMap<String, Vec<Duration>>,
         cleanups: BTreeMap<String, Vec<Duration>>,
+        forgets: BTreeMap<String, Vec<Duration>>,
         running: BTreeMap<String, usize>,
         max_running_per_job: usize,
         running_total: usize,
@@ -645,7 +1012,7 @@ mod tests {
             }
             if self.failing.contains(&key) {
                 return Err(AutoscalerError::Cycle {
-                    step: "collect",
+                    step: crate::CycleStep::Collect,
                     message: format!("{key} unreachable"),
                 });
             }
@@ -655,6 +1022,23 @@ mod tests {
         async fn cleanup(&self, key: &String) {
             let mut r = self.record.lock().unwrap();
             r.cleanups.entry(key.clone()).or_default().push(self.start.elapsed());
+        }
+
+        async fn forget_cached(&self, key: &String) {
+            let mut r = self.record.lock().unwrap();
+            r.forgets.entry(key.clone()).or_default().push(self.start.elapsed());
+        }
+    }
+
+    impl RecordingScaler {
+        fn forgets(&self, key: &str) -> Vec<Duration> {
+            self.record
+                .lock()
+                .unwrap()
+                .forgets
+                .get(key)
+                .cloned()
+                .unwrap_or_default()
         }
     }
 
@@ -1093,5 +1477,234 @@ mod tests {
             ("unreadable", AUTOSCALER_ERROR_REASON, None)
         );
         assert!(events[1].3.contains("maybe"), "{}", events[1].3);
+    }
+
+    // ---- several replicas: the loop with a JobOwnership ----
+
+    /// A coordinator in a test: grants the jobs in `granted` (at their epochs) to whoever asks,
+    /// each valid for `validity` from the start of the round; can be "down".
+    struct ScriptedOwnership {
+        granted: Mutex<HashMap<String, u64>>,
+        validity: Duration,
+        renew_interval: Duration,
+        down: std::sync::atomic::AtomicBool,
+        rounds: Mutex<Vec<(Duration, Vec<String>)>>,
+        left_at: Mutex<Vec<Duration>>,
+        start: Instant,
+    }
+
+    impl ScriptedOwnership {
+        fn new(granted: &[(&str, u64)], validity: Duration, renew_interval: Duration) -> Arc<Self> {
+            Arc::new(Self {
+                granted: Mutex::new(granted.iter().map(|(k, e)| ((*k).to_owned(), *e)).collect()),
+                validity,
+                renew_interval,
+                down: Default::default(),
+                rounds: Mutex::default(),
+                left_at: Mutex::default(),
+                start: Instant::now(),
+            })
+        }
+        fn grant(&self, granted: &[(&str, u64)]) {
+            *self.granted.lock().unwrap() = granted.iter().map(|(k, e)| ((*k).to_owned(), *e)).collect();
+        }
+        fn set_down(&self, down: bool) {
+            self.down.store(down, std::sync::atomic::Ordering::SeqCst);
+        }
+        fn round_times(&self) -> Vec<Duration> {
+            self.rounds.lock().unwrap().iter().map(|(t, _)| *t).collect()
+        }
+    }
+
+    #[async_trait]
+    impl JobOwnership<String> for ScriptedOwnership {
+        fn replica_id(&self) -> &str {
+            "test-replica"
+        }
+        fn renew_interval(&self) -> Duration {
+            self.renew_interval
+        }
+        async fn acquire_and_renew(&self, candidates: &[String]) -> Result<Ownership<String>, OwnershipError> {
+            let started = Instant::now();
+            let mut sorted = candidates.to_vec();
+            sorted.sort();
+            self.rounds.lock().unwrap().push((self.start.elapsed(), sorted));
+            if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(OwnershipError::Backend {
+                    operation: "renew",
+                    message: "database down".into(),
+                });
+            }
+            let granted = self.granted.lock().unwrap();
+            Ok(Ownership {
+                leases: candidates
+                    .iter()
+                    .filter_map(|k| {
+                        granted.get(k).map(|epoch| {
+                            (
+                                k.clone(),
+                                JobLease {
+                                    epoch: *epoch,
+                                    valid_until: started + self.validity,
+                                },
+                            )
+                        })
+                    })
+                    .collect(),
+                live_replicas: vec!["test-replica".into(), "other".into()],
+            })
+        }
+        async fn release(&self, _jobs: &[String]) -> Result<(), OwnershipError> {
+            Ok(())
+        }
+        async fn leave(&self) -> Result<(), OwnershipError> {
+            self.left_at.lock().unwrap().push(self.start.elapsed());
+            Ok(())
+        }
+    }
+
+    fn owned_loop(
+        fetcher: &Arc<ScriptedFetcher>,
+        scaler: &Arc<RecordingScaler>,
+        ownership: &Arc<ScriptedOwnership>,
+        interval_ms: u64,
+    ) -> StandaloneAutoscaler<String, Ctx> {
+        let events = Arc::new(CollectingEvents::default());
+        control_loop(fetcher, scaler, &events, options(interval_ms, 4))
+            .with_ownership(Arc::clone(ownership) as Arc<dyn JobOwnership<String>>)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_owned_jobs_get_a_cycle_and_a_new_epoch_starts_from_the_store() {
+        let fetcher = ScriptedFetcher::with_jobs(&["a", "b", "c"]);
+        let scaler = Arc::new(RecordingScaler::new(&[]));
+        let ownership = ScriptedOwnership::new(&[("a", 1), ("c", 4)], secs(10.0), secs(3.0));
+        let mut control_loop = owned_loop(&fetcher, &scaler, &ownership, 1000);
+
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.dispatched, vec!["a".to_owned(), "c".to_owned()]);
+        assert_eq!(report.not_owned, vec!["b".to_owned()]);
+        control_loop.wait_idle().await;
+        assert_eq!((scaler.scales("a"), scaler.scales("b"), scaler.scales("c")), (1, 0, 1));
+        // Newly acquired: the cache was dropped before the first cycle.
+        assert_eq!((scaler.forgets("a").len(), scaler.forgets("c").len()), (1, 1));
+
+        // Same epochs: no more drops. Then "a" is taken over and taken back (epoch 3), "c" is
+        // lost, "b" acquired.
+        control_loop.run_cycle().await.unwrap();
+        control_loop.wait_idle().await;
+        assert_eq!(scaler.forgets("a").len(), 1);
+        ownership.grant(&[("a", 3), ("b", 1)]);
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.dispatched, vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(report.not_owned, vec!["c".to_owned()]);
+        control_loop.wait_idle().await;
+        assert_eq!(
+            (
+                scaler.forgets("a").len(),
+                scaler.forgets("b").len(),
+                scaler.forgets("c").len()
+            ),
+            (2, 1, 2),
+            "a: new epoch; b: acquired; c: lost"
+        );
+        assert_eq!((scaler.scales("a"), scaler.scales("b"), scaler.scales("c")), (3, 1, 2));
+
+        let stats = control_loop.ownership_stats().unwrap();
+        assert_eq!(stats.owned_jobs(), 2);
+        assert_eq!(stats.live_replicas(), 2);
+        // a, c acquired; then a (new epoch) and b acquired, c released.
+        assert_eq!(stats.ownership_changes(), 5);
+        assert!(stats.last_round_succeeded());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_vanished_job_is_cleaned_up_by_its_owner_only() {
+        let fetcher = ScriptedFetcher::with_jobs(&["mine", "theirs"]);
+        let scaler = Arc::new(RecordingScaler::new(&[]));
+        let ownership = ScriptedOwnership::new(&[("mine", 1)], secs(10.0), secs(3.0));
+        let mut control_loop = owned_loop(&fetcher, &scaler, &ownership, 1000);
+        control_loop.run_cycle().await.unwrap();
+        control_loop.wait_idle().await;
+        fetcher.set_jobs(&[]);
+        // The round after the fetch still asks for the vanished jobs, so the owner keeps the
+        // lease its cleanup needs; the next round lets it go.
+        let report = control_loop.run_cycle().await.unwrap();
+        assert_eq!(report.cleaned_up, vec!["mine".to_owned()]);
+        assert_eq!(scaler.cleanups("mine").len(), 1);
+        assert!(scaler.cleanups("theirs").is_empty());
+        assert_eq!(scaler.forgets("theirs").len(), 1, "a non-owner only drops its cache");
+        control_loop.run_cycle().await.unwrap();
+        assert!(ownership.rounds.lock().unwrap().last().unwrap().1.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cycle_in_flight_stops_when_its_lease_lapses_without_the_coordinator() {
+        // Leases valid 10 s after a round; the coordinator goes down right after the first round.
+        // The 30 s cycle of "slow" is cancelled at 10 s, and nothing is dispatched after.
+        let fetcher = ScriptedFetcher::with_jobs(&["slow"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("slow", secs(30.0))]));
+        let ownership = ScriptedOwnership::new(&[("slow", 1)], secs(10.0), secs(3.0));
+        let control_loop = owned_loop(&fetcher, &scaler, &ownership, 1000);
+        let stats = control_loop.ownership_stats().unwrap();
+        let down = {
+            let ownership = Arc::clone(&ownership);
+            async move {
+                tokio::time::sleep(secs(0.5)).await;
+                ownership.set_down(true);
+                tokio::time::sleep(secs(14.5)).await;
+            }
+        };
+        control_loop.run(down).await;
+
+        let r = scaler.record.lock().unwrap();
+        assert_eq!(r.scale_starts["slow"], vec![secs(0.0)]);
+        assert!(!r.scale_ends.contains_key("slow"), "cancelled before its end");
+        assert_eq!(
+            r.forgets["slow"],
+            vec![secs(0.0), secs(10.0)],
+            "acquired at 0 s, lost at 10 s"
+        );
+        drop(r);
+        assert_eq!(stats.owned_jobs(), 0);
+        assert!(stats.failed_rounds() >= 14, "{}", stats.failed_rounds());
+        assert!(!stats.last_round_succeeded());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn leases_are_renewed_on_their_own_schedule_between_rare_cycles() {
+        // Cycles every 60 s, renewals every 3 s, leases valid 10 s: a 25 s cycle runs to its end.
+        let fetcher = ScriptedFetcher::with_jobs(&["job"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("job", secs(25.0))]));
+        let ownership = ScriptedOwnership::new(&[("job", 1)], secs(10.0), secs(3.0));
+        let control_loop = owned_loop(&fetcher, &scaler, &ownership, 60_000);
+        control_loop.run(tokio::time::sleep(secs(20.0))).await;
+
+        assert_eq!(scaler.record.lock().unwrap().scale_ends["job"], vec![secs(25.0)]);
+        let rounds = ownership.round_times();
+        // One after the fetch at 0 s, then every 3 s (until 25 s: the shutdown waits for the
+        // cycle in flight).
+        assert_eq!(rounds[..4], [secs(0.0), secs(3.0), secs(6.0), secs(9.0)]);
+        assert!(rounds.len() >= 8, "{rounds:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_hands_idle_jobs_over_and_leaves_after_the_cycles_in_flight() {
+        let fetcher = ScriptedFetcher::with_jobs(&["busy", "idle"]);
+        let scaler = Arc::new(RecordingScaler::new(&[("busy", secs(5.0)), ("idle", secs(0.1))]));
+        let ownership = ScriptedOwnership::new(&[("busy", 1), ("idle", 1)], secs(10.0), secs(1.0));
+        let control_loop = owned_loop(&fetcher, &scaler, &ownership, 1000);
+        let stats = control_loop.ownership_stats().unwrap();
+        let watch = control_loop.ownership_watch().unwrap();
+        control_loop.run(tokio::time::sleep(secs(0.5))).await;
+
+        // After the shutdown at 0.5 s, the rounds ask only for the job with a cycle in flight.
+        let rounds = ownership.rounds.lock().unwrap().clone();
+        assert_eq!(rounds[0], (secs(0.0), vec!["busy".to_owned(), "idle".to_owned()]));
+        assert_eq!(rounds[1], (secs(1.0), vec!["busy".to_owned()]));
+        assert_eq!(*ownership.left_at.lock().unwrap(), vec![secs(5.0)]);
+        assert_eq!(scaler.record.lock().unwrap().scale_ends["busy"], vec![secs(5.0)]);
+        assert_eq!(stats.owned_jobs(), 0);
+        assert!(watch.borrow().leases.is_empty());
     }
 }

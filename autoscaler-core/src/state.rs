@@ -40,6 +40,17 @@ pub enum StateError {
         #[source]
         source: BoxError,
     },
+    /// The write was refused because this replica no longer owns the job (its lease expired
+    /// locally, or another replica took it over: a newer epoch). Nothing was written and the
+    /// job's cache was dropped; the replica must stop acting on the job (see
+    /// [`JobOwnership`](crate::JobOwnership)).
+    #[error("state of job {job_key} not written: {reason}")]
+    Fenced {
+        /// The job key's `Display` form.
+        job_key: String,
+        /// Why the lease is not held (expired locally, taken over, never acquired).
+        reason: String,
+    },
 }
 
 impl StateError {
@@ -152,7 +163,8 @@ where
 
     /// Every state a cycle reads, in one call: the collected metrics, the scaling history and
     /// tracking, the delayed scale-down state, the parallelism overrides and the configuration
-    /// changes. The default calls the six getters; a store that can answers under one lock.
+    /// changes. The default calls the six getters; a store that can answers under one lock. The
+    /// evaluated metrics, which no cycle reads, may be left `None`.
     async fn get_job_state(&self, ctx: &Ctx) -> StateResult<JobState> {
         Ok(JobState {
             metric_history: self.get_collected_metrics(ctx).await?,
@@ -161,6 +173,8 @@ where
             delayed_scale_down: self.get_delayed_scale_down(ctx).await?,
             parallelism_overrides: self.get_parallelism_overrides(ctx).await?,
             config_changes: self.get_config_changes(ctx).await?,
+            // Written by every cycle that evaluates, read by none.
+            evaluated_metrics: None,
         })
     }
 
@@ -176,6 +190,7 @@ where
             delayed_scale_down,
             parallelism_overrides,
             config_changes,
+            evaluated_metrics,
         } = *changes;
         if metric_history {
             self.store_collected_metrics(ctx, &state.metric_history).await?;
@@ -195,6 +210,9 @@ where
         }
         if delayed_scale_down {
             self.store_delayed_scale_down(ctx, &state.delayed_scale_down).await?;
+        }
+        if let Some(evaluated) = state.evaluated_metrics.as_ref().filter(|_| evaluated_metrics) {
+            self.store_evaluated_metrics(ctx, evaluated).await?;
         }
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! the code each vertex gets for it.
 
 use autoscaler_core::record::{DecisionRecord, JobOutcome, RecordInput, UtilizationBound, VertexReason};
-use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, decide};
+use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome};
 use autoscaler_core::{
     DelayedScaleDown, ScalingHistory, ScalingSummary, config::AlignmentMode, config::AutoScalerOptions,
 };
@@ -14,6 +14,15 @@ use autoscaler_metrics::{
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The decision without plugins (which cannot fail without the compat switch).
+fn decide(
+    input: &autoscaler_core::scaling::DecisionInput<'_>,
+    state: &mut autoscaler_core::DelayedScaleDown,
+) -> autoscaler_core::scaling::Decision {
+    autoscaler_core::scaling::decide(input, &autoscaler_core::plugins::ResolvedPlugins::default(), state)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
 
 fn at(minutes: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_714_557_600, 0).single().unwrap_or_default() + TimeDelta::minutes(minutes)
@@ -572,6 +581,7 @@ fn every_reason_and_outcome_code_is_spelled_alike_in_json_and_text() {
         (JobOutcome::Disabled, "disabled"),
         (JobOutcome::JobNotRunning, "job_not_running"),
         (JobOutcome::Error, "error"),
+        (JobOutcome::Misconfigured, "misconfigured"),
     ];
     for (outcome, code) in job_codes {
         assert_eq!(outcome.as_str(), code);

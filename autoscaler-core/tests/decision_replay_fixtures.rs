@@ -4,7 +4,7 @@
 //! match the reference's `*.expected.json`.
 
 use autoscaler_core::scaling::{
-    DecisionInput, decide, max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches,
+    DecisionInput, max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches,
     trim_scaling_history, trim_scaling_tracking,
 };
 use autoscaler_core::{
@@ -19,6 +19,15 @@ use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The decision without plugins (which cannot fail without the compat switch).
+fn decide(
+    input: &autoscaler_core::scaling::DecisionInput<'_>,
+    state: &mut autoscaler_core::DelayedScaleDown,
+) -> autoscaler_core::scaling::Decision {
+    autoscaler_core::scaling::decide(input, &autoscaler_core::plugins::ResolvedPlugins::default(), state)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
 
 /// Config keys the bench scenarios set; neither influences the decision stage.
 const WINDOW_KEYS: [&str; 2] = ["job.autoscaler.metrics.window", "job.autoscaler.stabilization.interval"];

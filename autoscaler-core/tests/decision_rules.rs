@@ -4,7 +4,7 @@
 //! rescale, and the state a rescale leaves for the next cycle's restart tracking.
 
 use autoscaler_core::scaling::{
-    Decision, DecisionInput, DecisionOutcome, NoChangeReason, decide, max_restart_time_or_default,
+    Decision, DecisionInput, DecisionOutcome, NoChangeReason, max_restart_time_or_default,
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
     trim_scaling_tracking,
 };
@@ -15,6 +15,15 @@ use autoscaler_metrics::{
 };
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use std::time::Duration;
+
+/// The decision without plugins (which cannot fail without the compat switch).
+fn decide(
+    input: &autoscaler_core::scaling::DecisionInput<'_>,
+    state: &mut autoscaler_core::DelayedScaleDown,
+) -> autoscaler_core::scaling::Decision {
+    autoscaler_core::scaling::decide(input, &autoscaler_core::plugins::ResolvedPlugins::default(), state)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
 
 fn minute(m: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_714_557_600, 0).single().unwrap_or_default() + TimeDelta::minutes(m)

@@ -1,7 +1,7 @@
 //! Memory tuning inside the decision: where it runs, its event, the quota on the tuned memory, and
 //! that it never changes a parallelism decision.
 
-use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, decide};
+use autoscaler_core::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome};
 use autoscaler_core::tuning::{CONFIGURATION_RECOMMENDATION_REASON, TOTAL_PROCESS_MEMORY};
 use autoscaler_core::{DelayedScaleDown, ScalingHistory, config::AutoScalerOptions, config::Configuration};
 use autoscaler_metrics::{
@@ -11,6 +11,15 @@ use autoscaler_metrics::{
 use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
 use std::time::Duration;
+
+/// The decision without plugins (which cannot fail without the compat switch).
+fn decide(
+    input: &autoscaler_core::scaling::DecisionInput<'_>,
+    state: &mut autoscaler_core::DelayedScaleDown,
+) -> autoscaler_core::scaling::Decision {
+    autoscaler_core::scaling::decide(input, &autoscaler_core::plugins::ResolvedPlugins::default(), state)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
 
 const MIB: f64 = 1_048_576.0;
 

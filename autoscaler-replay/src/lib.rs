@@ -29,7 +29,6 @@ pub mod explain;
 pub mod fuzzing;
 mod output;
 mod pipeline;
-mod record;
 pub mod recording;
 pub mod recording_replay;
 mod scenario;

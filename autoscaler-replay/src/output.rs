@@ -108,6 +108,7 @@ struct VertexDecisionJson {
     target: u32,
     outside_utilization_bound: bool,
     excluded: bool,
+    unmeasured: bool,
     #[serde(serialize_with = "json_number::serialize")]
     expected_processing_rate: f64,
 }
@@ -129,6 +130,7 @@ impl Serialize for DecidedVertices<'_> {
                     target: vd.target,
                     outside_utilization_bound: vd.outside_utilization_bound,
                     excluded: vd.excluded,
+                    unmeasured: vd.unmeasured,
                     expected_processing_rate: vd.expected_processing_rate,
                 },
             ))

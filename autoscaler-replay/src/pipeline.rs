@@ -5,16 +5,16 @@ use super::output::{
     ExplanationSection,
 };
 use super::scenario::{Scenario, ScenarioError, ScenarioInput};
-use autoscaler_core::cycle::{self, DecisionFacts, JobState, Observation, Stage, StateChanges};
+use autoscaler_core::cycle::{self, CycleInput, CycleMetrics, CycleOutcome, CycleResult, JobState};
+use autoscaler_core::plugins::ResolvedPlugins;
 use autoscaler_core::record::DecisionRecord;
 use autoscaler_core::scaling::{CycleEvent, Decision};
 use autoscaler_core::{
     CollectedJobMetrics, DelayedScaleDown, EventType, MetricsSnapshot, config::AutoScalerOptions, config::OptionsError,
 };
-use autoscaler_metrics::root_cause::{self, Explanation};
+use autoscaler_metrics::root_cause::Explanation;
 use autoscaler_metrics::{
-    EvaluatedMetrics, EvaluatedScalingMetric, JobTopology, MetricHistory, ScalingMetric,
-    compute_processing_rate_thresholds,
+    EvaluatedMetrics, EvaluatedScalingMetric, JobTopology, ScalingMetric, compute_processing_rate_thresholds,
 };
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
@@ -88,7 +88,7 @@ enum Mode {
     /// `metrics` input: the root cause of the window and what the evaluation gave, if it ran.
     Metrics {
         explanation: Option<Explanation>,
-        evaluated: Option<Box<EvaluatedMetrics>>,
+        evaluated: Option<std::sync::Arc<EvaluatedMetrics>>,
     },
 }
 
@@ -261,98 +261,80 @@ pub fn replay_result(s: Scenario) -> Result<ReplayResult, ScenarioError> {
         scaling_tracking,
         delayed_scale_down,
     } = s;
-    let options = AutoScalerOptions::from_configuration(&config).map_err(options_error)?;
+    let mut options = AutoScalerOptions::from_configuration(&config).map_err(options_error)?;
+    // §3.2: `job.autoscaler.enabled` is out of scope, the replay always runs.
+    options.enabled = true;
+    let options = options;
     let mut state = JobState {
-        metric_history: MetricHistory::new(),
         scaling_history,
         scaling_tracking,
         delayed_scale_down,
-        parallelism_overrides: Default::default(),
-        config_changes: Default::default(),
+        ..JobState::default()
     };
-    let mut changes = StateChanges::default();
-
-    let (topology, mode, scaling, evaluated, unmeasured) = match input {
-        ScenarioInput::Evaluated(given) => {
-            // §3.4: state loading, then the decision on the completed metrics.
-            let scaling =
-                cycle::load_scaling_state(&mut state, &mut changes, &topology, job.running_since, now, &options);
-            let evaluated = complete_evaluated(*given, &topology, &options, scaling.restart_time);
-            (topology, Mode::Evaluated, scaling, evaluated, Vec::new())
-        }
+    let evaluated_mode = matches!(input, ScenarioInput::Evaluated(_));
+    let metrics = match input {
+        // §3.4: state loading, then the decision on the completed metrics.
+        ScenarioInput::Evaluated(given) => CycleMetrics::Evaluated {
+            topology,
+            job_running_since: job.running_since,
+            complete: Box::new(|topology: &JobTopology, restart_time| {
+                complete_evaluated(*given, topology, &options, restart_time)
+            }),
+        },
+        // §3.3: the earlier snapshots are the stored window, the last one this cycle's collection.
         ScenarioInput::Metrics(mut snapshots) => {
-            // §3.3: the earlier snapshots are the stored window, the last one this cycle's collection.
             let Some((collected_at, latest)) = snapshots.pop() else {
                 return Err(ScenarioError::new("metrics", "expected at least one snapshot"));
             };
             state.metric_history = snapshots.into_iter().collect();
-            let collected = CollectedJobMetrics::new(
-                topology,
-                job.running_since.unwrap_or(now),
-                MetricsSnapshot::Scaling(latest),
-            );
-            let observation = cycle::observe(&mut state, &mut changes, collected, collected_at, now, &options);
-            let assessment = cycle::assess(&mut state, &mut changes, &observation, now, &options);
-            // The collection's topology (the scenario's), handed back.
-            let Observation {
-                topology, unmeasured, ..
-            } = observation;
-            // §4.7: the root cause, from the samples of the evaluation window.
-            let explanation = root_cause::explain(&topology, &state.metric_history);
-            let restart_time = assessment.scaling.restart_time;
-            let metrics = |evaluated| Mode::Metrics { explanation, evaluated };
-            // Every stage short of a full window ends the replay here, with its outcome.
-            let evaluated = match assessment.stage {
-                Stage::Ready(evaluated) => Ok(evaluated),
-                Stage::InsufficientSamples => Err((Outcome::NotReady(cycle::INSUFFICIENT_SAMPLES), None)),
-                Stage::Failed(e) => Err((Outcome::Failed(e.to_string()), None)),
-                Stage::WindowNotFull { stabilizing, evaluated } => Err((
-                    Outcome::NotReady(cycle::window_not_full_reason(stabilizing)),
-                    Some(Box::new(evaluated)),
-                )),
-            };
-            match evaluated {
-                Ok(evaluated) => (topology, metrics(None), assessment.scaling, evaluated, unmeasured),
-                Err((outcome, evaluated)) => {
-                    return Ok(ReplayResult::new(
-                        topology,
-                        metrics(evaluated),
-                        restart_time,
-                        outcome,
-                        state.delayed_scale_down,
-                    ));
-                }
+            CycleMetrics::Collected {
+                collected: CollectedJobMetrics::new(
+                    topology,
+                    job.running_since.unwrap_or(now),
+                    MetricsSnapshot::Scaling(latest),
+                ),
+                collected_at,
             }
         }
     };
-
-    // §3.5: decision.
-    let facts = DecisionFacts {
+    let input = CycleInput {
         now,
-        topology: &topology,
-        evaluated: &evaluated,
+        metrics,
         options: &options,
-        unmeasured: &unmeasured,
         task_manager_cpu: job.taskmanager_cpu,
         // The context's value (§3.1): the scenario's, else the configured process size.
         task_manager_memory: job.taskmanager_memory.or(options.task_manager_process_memory),
+        records: true,
+        // §4.7: the root cause of the window, whatever the outcome.
+        explain: !evaluated_mode,
+        job: None,
     };
-    let restart_time = scaling.restart_time;
-    let decision = cycle::conclude(&mut state, &mut changes, scaling, &facts);
-    // The evaluation window, for the decision record's estimates and root cause.
-    let window = matches!(mode, Mode::Metrics { .. }).then_some(&state.metric_history);
-    let record = super::record::decision_record(now, &topology, &evaluated, &decision, &options, restart_time, window);
-    // In `metrics` mode the result shows the metrics the decision read.
-    let mode = match mode {
-        Mode::Metrics { explanation, .. } => Mode::Metrics {
-            explanation,
-            evaluated: Some(Box::new(evaluated)),
+    let result = cycle::run(&mut state, input, &ResolvedPlugins::default());
+    let CycleResult {
+        outcome,
+        topology,
+        restart_time,
+        explanation,
+        record,
+        ..
+    } = result;
+    let topology = topology.ok_or_else(|| ScenarioError::new("topology", "the cycle lost its topology"))?;
+    // In `metrics` mode the result shows what the evaluation gave, when it ran.
+    let evaluated = state.evaluated_metrics.take();
+    let mode = if evaluated_mode {
+        Mode::Evaluated
+    } else {
+        Mode::Metrics { explanation, evaluated }
+    };
+    let outcome = match outcome {
+        CycleOutcome::InsufficientSamples => Outcome::NotReady(cycle::INSUFFICIENT_SAMPLES),
+        CycleOutcome::WindowNotFull { stabilizing } => Outcome::NotReady(cycle::window_not_full_reason(stabilizing)),
+        CycleOutcome::Decided(decision) => Outcome::Decided {
+            decision,
+            record: Box::new(record.ok_or_else(|| ScenarioError::new("result", "the cycle built no record"))?),
         },
-        Mode::Evaluated => Mode::Evaluated,
-    };
-    let outcome = Outcome::Decided {
-        decision: Box::new(decision),
-        record: Box::new(record),
+        CycleOutcome::Failed { message, .. } => Outcome::Failed(message),
+        other => Outcome::Failed(format!("unexpected cycle outcome {other:?}")),
     };
     Ok(ReplayResult::new(
         topology,

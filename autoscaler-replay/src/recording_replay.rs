@@ -22,7 +22,8 @@
 //! effect at `T`.
 
 use crate::recording::{Entry, RecordedMetrics, RecordingError, RecordingReader, Snapshot};
-use autoscaler_core::cycle::{self, DecisionFacts, JobState, Stage, StateChanges};
+use autoscaler_core::config::catalog;
+use autoscaler_core::cycle::{self, CycleInput, CycleMetrics, JobState};
 use autoscaler_core::record::{DecisionRecord, JobOutcome, UtilizationBound, VertexReason};
 use autoscaler_core::{
     CollectedJobMetrics, MetricsSnapshot, config::AutoScalerOptions, config::Configuration, config::OptionsError,
@@ -101,18 +102,6 @@ fn time_arg(flag: &'static str, value: &str) -> Result<DateTime<Utc>, RecordingR
         })
 }
 
-/// Whether the cycle reads `key`: set alone to a value no option accepts, it either fails
-/// [`AutoScalerOptions::from_configuration`] or changes the options. The options' parser is the
-/// one list of the keys there are.
-fn read_by_the_cycle(key: &str) -> bool {
-    let defaults = AutoScalerOptions::from_configuration(&Configuration::new());
-    let probe = Configuration::from_iter([(key, "\u{1}")]);
-    match AutoScalerOptions::from_configuration(&probe) {
-        Err(_) => true,
-        Ok(options) => defaults.map_or(true, |d| d != options),
-    }
-}
-
 impl WhatIf {
     /// Parses `--set` arguments (`key=value`, the key one the cycle reads) and the `--from` /
     /// `--to` times (RFC 3339).
@@ -131,8 +120,14 @@ impl WhatIf {
             if key.is_empty() {
                 return Err(bad("the key is empty"));
             }
-            if !read_by_the_cycle(key) {
-                return Err(bad("unknown key: no option of the autoscaler's cycle has this name"));
+            if !catalog::is_known(key) {
+                let hint = catalog::closest_key(key)
+                    .filter(|_| catalog::is_autoscaler_key(key))
+                    .map(|closest| format!(" (did you mean {closest}?)"))
+                    .unwrap_or_default();
+                return Err(bad(&format!(
+                    "unknown key: no option of the autoscaler's cycle has this name{hint}"
+                )));
             }
             changes.set(key, value.trim());
         }
@@ -315,8 +310,8 @@ fn snapshot_metrics(metrics: &RecordedMetrics) -> MetricsSnapshot {
     }
 }
 
-/// One cycle on `snapshot`, as `JobAutoScalerImpl::run_cycle` runs it after a collection, with
-/// the record it hands to the event handler.
+/// One cycle on `snapshot`, as `JobAutoScalerImpl::run_cycle` runs it after a collection
+/// ([`cycle::run`]), with the record it hands to the event handler.
 fn run_cycle(
     state: &mut JobState,
     (config, options): (&Configuration, &AutoScalerOptions),
@@ -325,77 +320,29 @@ fn run_cycle(
     job: &str,
 ) -> DecisionRecord {
     let at = snapshot.at;
-    if !options.enabled {
-        // The live cycle clears the job's state and collects nothing.
-        *state = JobState::default();
-        return DecisionRecord::undecided(
-            at,
-            Some(job),
-            Some(topology),
-            None,
-            options,
-            options.restart_time,
-            JobOutcome::Disabled,
-            "disabled",
-        );
-    }
     let plugins = crate::stock_plugins().resolve(config, options);
-    let mut changes = StateChanges::default();
-    let collected = CollectedJobMetrics::new(
-        topology.clone(),
-        snapshot.job_running_since,
-        snapshot_metrics(&snapshot.metrics),
-    );
-    let observation = cycle::observe(state, &mut changes, collected, at, at, options);
-    let assessment = cycle::assess_with_plugins(state, &mut changes, &observation, at, options, &plugins);
-    let restart_time = assessment.scaling.restart_time;
-    let undecided = |evaluated, outcome, reason: &str| {
-        DecisionRecord::undecided(
-            at,
-            Some(job),
-            Some(&observation.topology),
-            evaluated,
-            options,
-            restart_time,
-            outcome,
-            reason,
-        )
-    };
-    let evaluated = match assessment.stage {
-        Stage::InsufficientSamples => return undecided(None, JobOutcome::NotReady, cycle::INSUFFICIENT_SAMPLES),
-        Stage::Failed(error) => return undecided(None, JobOutcome::Error, &error.to_string()),
-        Stage::WindowNotFull { stabilizing, evaluated } => {
-            let reason = cycle::window_not_full_reason(stabilizing);
-            return undecided(Some(&evaluated), JobOutcome::NotReady, reason);
-        }
-        Stage::Ready(evaluated) => evaluated,
-    };
-    let facts = DecisionFacts {
+    let input = CycleInput {
         now: at,
-        topology: &observation.topology,
-        evaluated: &evaluated,
+        metrics: CycleMetrics::Collected {
+            collected: CollectedJobMetrics::new(
+                topology.clone(),
+                snapshot.job_running_since,
+                snapshot_metrics(&snapshot.metrics),
+            ),
+            collected_at: at,
+        },
         options,
-        unmeasured: &observation.unmeasured,
         task_manager_cpu: snapshot.task_manager_cpu,
         task_manager_memory: snapshot.task_manager_memory,
+        records: true,
+        explain: false,
+        job: Some(job),
     };
-    let decision = match cycle::conclude_with_plugins(state, &mut changes, assessment.scaling, &facts, &plugins) {
-        Ok(decision) => decision,
-        // The live cycle fails (and records nothing); the state keeps what it had.
-        Err(error) => return undecided(Some(&evaluated), JobOutcome::Error, &error.to_string()),
-    };
-    let mut record = DecisionRecord::concluded(
-        at,
-        Some(job),
-        &observation,
-        &state.metric_history,
-        &evaluated,
-        &decision,
-        options,
-        restart_time,
-    );
-    record.explain_window(&observation.topology, &state.metric_history);
-    record
+    let result = cycle::run(state, input, &plugins);
+    // Asked for, a record is always built; the fallback only keeps this total.
+    result
+        .record
+        .unwrap_or_else(|| cycle::not_ready_record(at, Some(job), options, "no record"))
 }
 
 /// Whether two records say the same, NaN included (compared as their JSON).
@@ -946,7 +893,7 @@ mod tests {
             "job.autoscaler.vertex.exclude.ids",
             "taskmanager.numberOfTaskSlots",
         ] {
-            assert!(read_by_the_cycle(key), "{key}");
+            assert!(catalog::is_known(key), "{key}");
         }
         let err = |set: &str| {
             WhatIf::parse(&[set.to_owned()], None, None)
@@ -957,6 +904,10 @@ mod tests {
         assert_eq!(
             err("job.autoscaler.no-such-option=1"),
             "invalid --set \"job.autoscaler.no-such-option=1\": unknown key: no option of the autoscaler's cycle has this name"
+        );
+        assert_eq!(
+            err("job.autoscaler.utilisation.target=0.5"),
+            "invalid --set \"job.autoscaler.utilisation.target=0.5\": unknown key: no option of the autoscaler's cycle has this name (did you mean job.autoscaler.utilization.target?)"
         );
         assert_eq!(err("novalue"), "invalid --set \"novalue\": expected key=value");
         assert_eq!(err("=1"), "invalid --set \"=1\": the key is empty");

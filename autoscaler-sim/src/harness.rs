@@ -117,15 +117,17 @@ impl CycleRecord {
     /// A short label of the outcome (`scale`, `no_change`, `window not full`, ...).
     pub fn outcome_label(&self) -> String {
         match &self.outcome {
-            Ok(CycleOutcome::Decided(d)) => match d.reason() {
-                Some(reason) => format!("{} ({reason})", d.as_str()),
-                None => d.as_str().to_owned(),
+            Ok(CycleOutcome::Decided(d)) => match d.outcome.reason() {
+                Some(reason) => format!("{} ({reason})", d.outcome.as_str()),
+                None => d.outcome.as_str().to_owned(),
             },
             Ok(CycleOutcome::WindowNotFull { stabilizing: true }) => "stabilizing".to_owned(),
             Ok(CycleOutcome::WindowNotFull { stabilizing: false }) => "window not full".to_owned(),
             Ok(CycleOutcome::NotReady(_)) | Ok(CycleOutcome::JobNotRunning) => "job restarting".to_owned(),
             Ok(CycleOutcome::InsufficientSamples) => "collecting".to_owned(),
             Ok(CycleOutcome::Disabled) => "disabled".to_owned(),
+            Ok(CycleOutcome::Failed { step, message }) => format!("error in {step}: {message}"),
+            Ok(other) => format!("{other:?}"),
             Err(e) => format!("error: {e}"),
         }
     }

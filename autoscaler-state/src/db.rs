@@ -9,7 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 #[cfg(feature = "sqlite")]
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-pub(crate) use crate::rows::{EventRow, JobWrites, WINDOW_INDEX, WindowWrite};
+pub(crate) use crate::rows::{EventRow, Fence, JobWrites, WINDOW_INDEX, WindowWrite};
 use crate::url::missing_driver;
 #[cfg(test)]
 use crate::url::redact_password;
@@ -28,10 +28,16 @@ use std::time::Duration;
 const SQLITE_SCHEMA: &str = include_str!("../migrations/sqlite/0001_autoscaler_tables.sql");
 const POSTGRES_SCHEMA: &str = include_str!("../migrations/postgres/0001_autoscaler_tables.sql");
 const MYSQL_SCHEMA: &str = include_str!("../migrations/mysql/0001_autoscaler_tables.sql");
+/// Version 2: the replica and job lease tables of several replicas on one database.
+const SQLITE_LEASES: &str = include_str!("../migrations/sqlite/0002_job_leases.sql");
+const POSTGRES_LEASES: &str = include_str!("../migrations/postgres/0002_job_leases.sql");
+const MYSQL_LEASES: &str = include_str!("../migrations/mysql/0002_job_leases.sql");
 
 /// sqlx migration version of the v1 schema: timestamp-style, so it does not collide with another
 /// sqlx application's `1` in a shared database.
 const SCHEMA_V1_VERSION: i64 = 20261201000001;
+/// sqlx migration version of the lease tables.
+const SCHEMA_V2_VERSION: i64 = 20261205000001;
 
 /// SQL dialects differ in placeholders, upsert syntax and DDL. Every dialect's statements are
 /// kept whatever drivers are compiled (they are plain text, and tested as such).
@@ -74,6 +80,8 @@ pub(crate) struct Statements {
     update_event: String,
     list_events: String,
     delete_events_before: String,
+    /// The replica and lease statements.
+    pub(crate) leases: LeaseStatements,
 }
 
 impl Statements {
@@ -134,6 +142,7 @@ impl Statements {
                  FROM t_flink_autoscaler_event_handler WHERE job_key = ? ORDER BY id",
             ),
             delete_events_before: p("DELETE FROM t_flink_autoscaler_event_handler WHERE create_time < ?"),
+            leases: LeaseStatements::new(dialect),
         }
     }
 }
@@ -337,7 +346,22 @@ impl Db {
                 "id, create_time, update_time, job_key, reason, event_type, message, event_count, event_key",
             ),
         ];
-        for (table, columns) in TABLES {
+        self.check_tables(&TABLES).await
+    }
+
+    /// Checks that the lease tables have our columns (only a store that coordinates replicas
+    /// needs them; a DBA who applies the schema by hand may not have created them).
+    pub(crate) async fn check_lease_schema(&self) -> Result<(), StateError> {
+        self.check_tables(&[
+            ("t_flink_autoscaler_replica", "replica_id, heartbeat_at"),
+            ("t_flink_autoscaler_job_lease", "job_key, owner, epoch, expires_at"),
+        ])
+        .await
+    }
+
+    /// Probes each (table, columns) with a query that reads no row.
+    async fn check_tables(&self, tables: &[(&str, &str)]) -> Result<(), StateError> {
+        for &(table, columns) in tables {
             let sql = format!("SELECT {columns} FROM {table} WHERE 1 = 0");
             let probe = with_pool!(&self.database, pool => sqlx::query(&sql).fetch_all(pool).await.map(|_| ()));
             probe.map_err(|e| {
@@ -353,19 +377,28 @@ impl Db {
     /// Applies the embedded migrations. sqlx takes an advisory lock (PG, MySQL) or the write lock
     /// (SQLite), so two processes starting at once migrate once.
     async fn migrate(&self) -> Result<(), StateError> {
-        let sql = match self.dialect {
-            Dialect::Sqlite => SQLITE_SCHEMA,
-            Dialect::Postgres => POSTGRES_SCHEMA,
-            Dialect::MySql => MYSQL_SCHEMA,
+        let (v1, v2) = match self.dialect {
+            Dialect::Sqlite => (SQLITE_SCHEMA, SQLITE_LEASES),
+            Dialect::Postgres => (POSTGRES_SCHEMA, POSTGRES_LEASES),
+            Dialect::MySql => (MYSQL_SCHEMA, MYSQL_LEASES),
         };
         let migrator = Migrator {
-            migrations: Cow::Owned(vec![Migration::new(
-                SCHEMA_V1_VERSION,
-                Cow::Borrowed("autoscaler state and event tables"),
-                MigrationType::Simple,
-                Cow::Borrowed(sql),
-                false,
-            )]),
+            migrations: Cow::Owned(vec![
+                Migration::new(
+                    SCHEMA_V1_VERSION,
+                    Cow::Borrowed("autoscaler state and event tables"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(v1),
+                    false,
+                ),
+                Migration::new(
+                    SCHEMA_V2_VERSION,
+                    Cow::Borrowed("replica and job lease tables"),
+                    MigrationType::Simple,
+                    Cow::Borrowed(v2),
+                    false,
+                ),
+            ]),
             // Another sqlx application's migrations in the same database are not ours to judge.
             ignore_missing: true,
             ..Migrator::DEFAULT
@@ -395,10 +428,19 @@ impl Db {
 
     /// Writes one job's pending changes in ONE transaction, so a crash leaves the job's rows all
     /// old or all new. Retries a transaction the database aborted (deadlock, busy).
-    pub(crate) async fn write_states(&self, job_key: &str, writes: &JobWrites<'_>) -> Result<(), StateError> {
+    /// With a `fence`, the transaction first checks that the lease of the job is still held by
+    /// the fence's owner with its epoch and unexpired on the database's clock (locking the lease
+    /// row until the commit, so no one takes the lease over in between); otherwise it writes
+    /// nothing and returns [`StateError::Fenced`].
+    pub(crate) async fn write_states(
+        &self,
+        job_key: &str,
+        writes: &JobWrites<'_>,
+        fence: Option<Fence<'_>>,
+    ) -> Result<(), StateError> {
         let mut attempt = 1;
         loop {
-            match self.try_write_states(job_key, writes).await {
+            match self.try_write_states(job_key, writes, fence).await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(encoding)) => return Err(encoding),
                 Err(e) if attempt < WRITE_ATTEMPTS && is_transient(&e) => {
@@ -415,12 +457,34 @@ impl Db {
         &self,
         job_key: &str,
         writes: &JobWrites<'_>,
+        fence: Option<Fence<'_>>,
     ) -> Result<Result<(), StateError>, sqlx::Error> {
         let now = Utc::now();
         let statements = &self.statements;
         with_pool!(&self.database, pool => {
             let mut conn = pool.acquire().await?;
             let mut tx = conn.begin().await?;
+            // The lease row before any state row: a taker only ever locks the lease row, so the
+            // order is the same for everyone and nobody deadlocks.
+            if let Some(fence) = fence {
+                let held = sqlx::query(&statements.leases.fence)
+                    .bind(job_key)
+                    .bind(fence.owner)
+                    .bind(fence.epoch)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if held != 1 {
+                    // Dropping the transaction rolls it back: nothing is written.
+                    return Ok(Err(StateError::Fenced {
+                        job_key: job_key.to_owned(),
+                        reason: format!(
+                            "the database no longer lists {} as the holder of epoch {} (expired or taken over)",
+                            fence.owner, fence.epoch
+                        ),
+                    }));
+                }
+            }
             // The window first, its index row before anything else, so two writers of the same
             // job lock rows in the same order (index, then state types in order) and cannot
             // deadlock each other.
@@ -595,6 +659,307 @@ impl Db {
     /// Closes the pool, waiting for connections to be returned.
     pub(crate) async fn close(&self) {
         with_pool!(&self.database, pool => pool.close().await)
+    }
+}
+
+/// The statements of the replica and lease tables. Every time in them is the database's clock,
+/// milliseconds since the Unix epoch (`NOW` below), never a replica's.
+#[derive(Debug)]
+pub(crate) struct LeaseStatements {
+    dialect: Dialect,
+    heartbeat: String,
+    live_replicas: String,
+    prune_replicas: String,
+    remove_replica: String,
+    held: String,
+    renew_held: String,
+    release_all: String,
+    take_template: String,
+    insert_missing_template: String,
+    release_template: String,
+    renew_one: String,
+    release_one: String,
+    lease_of: String,
+    pub(crate) fence: String,
+}
+
+impl LeaseStatements {
+    fn new(dialect: Dialect) -> Self {
+        let now = match dialect {
+            // julianday has sub-millisecond resolution; 2440587.5 is the Unix epoch's Julian day.
+            Dialect::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+            // clock_timestamp(), not now(): the time of the statement, not of its transaction.
+            Dialect::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            // UTC whatever the session's time zone.
+            Dialect::MySql => "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)",
+        };
+        let p = |sql: &str| placeholders(dialect, &sql.replace("NOW", now));
+        let heartbeat = match dialect {
+            Dialect::Sqlite | Dialect::Postgres => {
+                "INSERT INTO t_flink_autoscaler_replica (replica_id, heartbeat_at) VALUES (?, NOW) \
+                 ON CONFLICT (replica_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+            }
+            Dialect::MySql => {
+                "INSERT INTO t_flink_autoscaler_replica (replica_id, heartbeat_at) VALUES (?, NOW) \
+                 ON DUPLICATE KEY UPDATE heartbeat_at = VALUES(heartbeat_at)"
+            }
+        };
+        let insert_missing = match dialect {
+            Dialect::Sqlite | Dialect::Postgres => {
+                "INSERT INTO t_flink_autoscaler_job_lease (job_key, owner, epoch, expires_at) VALUES (?, NULL, 0, 0) \
+                 ON CONFLICT (job_key) DO NOTHING"
+            }
+            // Not INSERT IGNORE: that would also turn a too-long key into a truncated one.
+            Dialect::MySql => {
+                "INSERT INTO t_flink_autoscaler_job_lease (job_key, owner, epoch, expires_at) VALUES (?, NULL, 0, 0) \
+                 ON DUPLICATE KEY UPDATE job_key = job_key"
+            }
+        };
+        LeaseStatements {
+            dialect,
+            heartbeat: p(heartbeat),
+            live_replicas: p(
+                "SELECT replica_id FROM t_flink_autoscaler_replica WHERE heartbeat_at > NOW - ? ORDER BY replica_id",
+            ),
+            prune_replicas: p("DELETE FROM t_flink_autoscaler_replica WHERE heartbeat_at < NOW - ?"),
+            remove_replica: p("DELETE FROM t_flink_autoscaler_replica WHERE replica_id = ?"),
+            held: p("SELECT job_key, epoch, expires_at - NOW FROM t_flink_autoscaler_job_lease WHERE owner = ?"),
+            renew_held: p("UPDATE t_flink_autoscaler_job_lease SET expires_at = NOW + ? \
+                 WHERE owner = ? AND expires_at > NOW"),
+            release_all: p("UPDATE t_flink_autoscaler_job_lease SET owner = NULL, expires_at = 0 WHERE owner = ?"),
+            // Free (never taken or given up) or expired, whoever held it: the epoch grows.
+            take_template: now_replaced(
+                "UPDATE t_flink_autoscaler_job_lease SET owner = ?, epoch = epoch + 1, expires_at = NOW + ? \
+                 WHERE (owner IS NULL OR expires_at <= NOW) AND job_key IN (KEYS)",
+                now,
+            ),
+            insert_missing_template: insert_missing.to_owned(),
+            release_template: "UPDATE t_flink_autoscaler_job_lease SET owner = NULL, expires_at = 0 \
+                 WHERE owner = ? AND job_key IN (KEYS)"
+                .to_owned(),
+            renew_one: p("UPDATE t_flink_autoscaler_job_lease SET expires_at = NOW + ? \
+                 WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > NOW"),
+            release_one: p("UPDATE t_flink_autoscaler_job_lease SET owner = NULL, expires_at = 0 \
+                 WHERE job_key = ? AND owner = ? AND epoch = ?"),
+            lease_of: p("SELECT owner, epoch, expires_at - NOW FROM t_flink_autoscaler_job_lease WHERE job_key = ?"),
+            // Matches (and locks) the lease row only while it is still the writer's.
+            fence: p("UPDATE t_flink_autoscaler_job_lease SET epoch = epoch \
+                 WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > NOW"),
+        }
+    }
+
+    /// `template` with `KEYS` replaced by `keys` placeholders.
+    fn with_keys(&self, template: &str, keys: usize) -> String {
+        placeholders(
+            self.dialect,
+            &template.replace("KEYS", &vec!["?"; keys.max(1)].join(", ")),
+        )
+    }
+
+    /// The insert of `rows` free lease rows (one job key each) in one statement.
+    fn insert_missing(&self, rows: usize) -> String {
+        const ROW: &str = "(?, NULL, 0, 0)";
+        let tuples = vec![ROW; rows.max(1)].join(", ");
+        placeholders(self.dialect, &self.insert_missing_template.replacen(ROW, &tuples, 1))
+    }
+}
+
+fn now_replaced(sql: &str, now: &str) -> String {
+    sql.replace("NOW", now)
+}
+
+/// A text column, also when MySQL marks it binary (`VARBINARY`, a `_bin` collation).
+fn text_column<R>(row: &R, index: usize) -> Result<String, sqlx::Error>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    row.try_get::<String, _>(index).or_else(|_| {
+        row.try_get::<Vec<u8>, _>(index)
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    })
+}
+
+/// An optional text column, as [`text_column`].
+fn optional_text_column<R>(row: &R, index: usize) -> Result<Option<String>, sqlx::Error>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<Vec<u8>>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    row.try_get::<Option<String>, _>(index).or_else(|_| {
+        row.try_get::<Option<Vec<u8>>, _>(index)
+            .map(|bytes| bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    })
+}
+
+/// One lease row as a replica sees it: its holder, its epoch and how long it has left on the
+/// database's clock (negative: expired).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LeaseRow {
+    pub(crate) owner: Option<String>,
+    pub(crate) epoch: i64,
+    pub(crate) remaining_ms: i64,
+}
+
+impl Db {
+    /// Records that `replica` is alive now (database clock).
+    pub(crate) async fn heartbeat(&self, replica: &str) -> Result<(), StateError> {
+        let sql = self.statements.leases.heartbeat.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql).bind(replica).execute(pool).await.map(|_| ()))
+            .map_err(|e| backend_error("heartbeat", e))
+    }
+
+    /// The replicas whose last heartbeat is less than `within_ms` old, sorted.
+    pub(crate) async fn live_replicas(&self, within_ms: i64) -> Result<Vec<String>, StateError> {
+        let sql = self.statements.leases.live_replicas.as_str();
+        let rows = with_pool!(&self.database, pool => {
+            match sqlx::query(sql).bind(within_ms).fetch_all(pool).await {
+                Ok(rows) => rows.iter().map(|r| text_column(r, 0)).collect::<Result<Vec<_>, _>>(),
+                Err(e) => Err(e),
+            }
+        });
+        rows.map_err(|e| backend_error("list replicas", e))
+    }
+
+    /// Forgets replicas silent for more than `older_than_ms` (each restart has a new name).
+    pub(crate) async fn prune_replicas(&self, older_than_ms: i64) -> Result<(), StateError> {
+        let sql = self.statements.leases.prune_replicas.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql).bind(older_than_ms).execute(pool).await.map(|_| ()))
+            .map_err(|e| backend_error("prune replicas", e))
+    }
+
+    /// Removes `replica` from the members and frees every lease it holds.
+    pub(crate) async fn leave(&self, replica: &str) -> Result<(), StateError> {
+        let leases = &self.statements.leases;
+        with_pool!(&self.database, pool => {
+            let freed = sqlx::query(&leases.release_all).bind(replica).execute(pool).await;
+            match freed {
+                Ok(_) => sqlx::query(&leases.remove_replica).bind(replica).execute(pool).await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        })
+        .map_err(|e| backend_error("leave", e))
+    }
+
+    /// Every lease row `replica` is the holder of, expired or not: (job key, row).
+    pub(crate) async fn held_leases(&self, replica: &str) -> Result<Vec<(String, LeaseRow)>, StateError> {
+        let sql = self.statements.leases.held.as_str();
+        let rows = with_pool!(&self.database, pool => {
+            match sqlx::query(sql).bind(replica).fetch_all(pool).await {
+                Ok(rows) => rows
+                    .iter()
+                    .map(|r| {
+                        Ok((
+                            text_column(r, 0)?,
+                            LeaseRow { owner: Some(replica.to_owned()), epoch: r.try_get(1)?, remaining_ms: r.try_get(2)? },
+                        ))
+                    })
+                    .collect::<Result<Vec<_>, sqlx::Error>>(),
+                Err(e) => Err(e),
+            }
+        });
+        rows.map_err(|e| backend_error("read leases", e))
+    }
+
+    /// Extends every unexpired lease of `replica` to `lease_ms` from now; how many.
+    pub(crate) async fn renew_held(&self, replica: &str, lease_ms: i64) -> Result<u64, StateError> {
+        let sql = self.statements.leases.renew_held.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql).bind(lease_ms).bind(replica).execute(pool).await.map(|r| r.rows_affected()))
+            .map_err(|e| backend_error("renew", e))
+    }
+
+    /// Frees the leases of `jobs` that `replica` holds.
+    pub(crate) async fn release(&self, replica: &str, jobs: &[&str]) -> Result<(), StateError> {
+        let leases = &self.statements.leases;
+        for chunk in jobs.chunks(MAX_BATCH_ROWS) {
+            let sql = leases.with_keys(&leases.release_template, chunk.len());
+            with_pool!(&self.database, pool => {
+                let mut query = sqlx::query(&sql).bind(replica);
+                for job in chunk {
+                    query = query.bind(*job);
+                }
+                query.execute(pool).await.map(|_| ())
+            })
+            .map_err(|e| backend_error("release", e))?;
+        }
+        Ok(())
+    }
+
+    /// Takes, for `replica`, the leases of `jobs` that are free or expired (creating the rows
+    /// of jobs never leased), each for `lease_ms`, growing their epochs; how many it took.
+    pub(crate) async fn take(&self, replica: &str, jobs: &[&str], lease_ms: i64) -> Result<u64, StateError> {
+        let leases = &self.statements.leases;
+        let mut taken = 0;
+        for chunk in jobs.chunks(MAX_BATCH_ROWS) {
+            let insert = leases.insert_missing(chunk.len());
+            let take = leases.with_keys(&leases.take_template, chunk.len());
+            let result = with_pool!(&self.database, pool => {
+                let mut query = sqlx::query(&insert);
+                for job in chunk {
+                    query = query.bind(*job);
+                }
+                match query.execute(pool).await {
+                    Ok(_) => {
+                        let mut query = sqlx::query(&take).bind(replica).bind(lease_ms);
+                        for job in chunk {
+                            query = query.bind(*job);
+                        }
+                        query.execute(pool).await.map(|r| r.rows_affected())
+                    }
+                    Err(e) => Err(e),
+                }
+            });
+            taken += result.map_err(|e| backend_error("acquire", e))?;
+        }
+        Ok(taken)
+    }
+
+    /// Extends one lease if `replica` still holds it with `epoch`, unexpired; whether it did.
+    pub(crate) async fn renew_one(
+        &self,
+        replica: &str,
+        job: &str,
+        epoch: i64,
+        lease_ms: i64,
+    ) -> Result<bool, StateError> {
+        let sql = self.statements.leases.renew_one.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql)
+            .bind(lease_ms)
+            .bind(job)
+            .bind(replica)
+            .bind(epoch)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected() == 1))
+        .map_err(|e| backend_error("renew", e))
+    }
+
+    /// Frees one lease if `replica` still holds it with `epoch`; whether it did.
+    pub(crate) async fn release_one(&self, replica: &str, job: &str, epoch: i64) -> Result<bool, StateError> {
+        let sql = self.statements.leases.release_one.as_str();
+        with_pool!(&self.database, pool => sqlx::query(sql).bind(job).bind(replica).bind(epoch).execute(pool).await.map(|r| r.rows_affected() == 1))
+            .map_err(|e| backend_error("release", e))
+    }
+
+    /// The lease row of `job`, if it was ever leased.
+    pub(crate) async fn lease_of(&self, job: &str) -> Result<Option<LeaseRow>, StateError> {
+        let sql = self.statements.leases.lease_of.as_str();
+        let row = with_pool!(&self.database, pool => {
+            match sqlx::query(sql).bind(job).fetch_optional(pool).await {
+                Ok(Some(r)) => (|| Ok(Some(LeaseRow {
+                    owner: optional_text_column(&r, 0)?,
+                    epoch: r.try_get(1)?,
+                    remaining_ms: r.try_get(2)?,
+                })))(),
+                Ok(None) => Ok(None),
+                Err(e) => Err::<_, sqlx::Error>(e),
+            }
+        });
+        row.map_err(|e| backend_error("read lease", e))
     }
 }
 

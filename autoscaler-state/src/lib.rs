@@ -54,10 +54,11 @@
 //!   cache instead, losing them. [`flush_or_warn`] also emits a Warning event
 //!   ([`STATE_FLUSH_FAILED_REASON`]). A deadlock or busy database is retried twice first.
 //!
-//! ## Schema (embedded migrations, `migrations/<dialect>/0001_autoscaler_tables.sql`)
+//! ## Schema (embedded migrations, `migrations/<dialect>/0001_autoscaler_tables.sql` and `0002_job_leases.sql`)
 //!
 //! Opening a database store runs sqlx's migrator (its `_sqlx_migrations` table records version
-//! `20261201000001`; other sqlx applications' rows there are tolerated), which creates the
+//! `20261201000001` and, for the lease tables of [several replicas](#several-replicas),
+//! `20261205000001`; other sqlx applications' rows there are tolerated), which creates the
 //! reference's two tables if missing; the reference never creates them. Set
 //! [`StoreOptions::migrate`] to `false` when a DBA applies the SQL files instead.
 //!
@@ -103,18 +104,111 @@
 //! does (one `DELETE ... WHERE create_time < cutoff`, not the reference's 2000-id windows).
 //! Storing an event never fails the caller: an error (database down) is logged.
 //!
-//! ## Two autoscaler processes on one database
+//! ## Two autoscaler processes on one database, without leases
 //!
 //! Safe, not coordinated. Each process has its own cache; upserts mean neither fails on the unique
 //! index when both write a job (the reference's INSERT does), writes of one job flush in one
 //! transaction in a fixed row order (no deadlock between two writers; a deadlock or busy error is
 //! retried), and migrations are serialized by sqlx's lock. If both scale the *same* job, the last
 //! flush wins per job and each process keeps acting on its own cached view until
-//! `remove_info_from_cache`: run one autoscaler per job (shard jobs between processes). SQLite
-//! files may be shared by processes on one host (WAL, busy timeout), not over a network share.
-//! `tests/crash.rs` runs two child processes writing the same jobs on each database, and kills
-//! a writer with SIGKILL mid-flush; `tests/conformance.rs` has the in-process variants.
-
+//! `remove_info_from_cache`: attach a [`DbJobOwnership`] (next section) so that each job has one
+//! owner. SQLite files may be shared by processes on one host (WAL, busy timeout), not over a
+//! network share. `tests/crash.rs` runs two child processes writing the same jobs on each
+//! database, and kills a writer with SIGKILL mid-flush; `tests/conformance.rs` has the
+//! in-process variants.
+//!
+//! ## Several replicas
+//!
+//! Any number of autoscaler processes may share one database (one SQLite file on one host).
+//! [`DbJobOwnership::attach`] ties a store to job leases held in the database, the
+//! [`JobOwnership`](autoscaler_core::JobOwnership) the standalone loop asks each round which
+//! jobs are this replica's (`StandaloneAutoscaler::with_ownership`). Coordination goes only
+//! through the database's transactions, conditional writes and clock, as Kubernetes `Lease`
+//! objects and the reference operator's leader election do, applied per job.
+//!
+//! ### Tables (migration `0002_job_leases.sql` of each dialect)
+//!
+//! - `t_flink_autoscaler_replica (replica_id, heartbeat_at)`: one row per replica, its last
+//!   heartbeat. A replica is **live** while its heartbeat is younger than the lease duration.
+//! - `t_flink_autoscaler_job_lease (job_key, owner, epoch, expires_at)`: one row per job ever
+//!   leased. `owner` is `NULL` when the lease is free; `epoch` grows by one every time the lease
+//!   is taken; `expires_at` is when it lapses.
+//!
+//! Every time is milliseconds since the Unix epoch **on the database's clock**: the statements
+//! compute it themselves (`julianday('now')`, `clock_timestamp()`, `UTC_TIMESTAMP(6)`), so
+//! replicas whose clocks disagree still agree on who holds what.
+//!
+//! ### One round ([`JobOwnership::acquire_and_renew`](autoscaler_core::JobOwnership::acquire_and_renew))
+//!
+//! 1. Heartbeat, then read the live replicas.
+//! 2. For each candidate job, the **rendezvous winner** among the live replicas
+//!    ([`rendezvous_winner`](autoscaler_core::rendezvous_winner)) is the replica that should own it. Every replica computes the same
+//!    winner from the same member list, and a replica joining or leaving moves only the jobs it
+//!    wins or won.
+//! 3. Give up (set free) the leases this replica holds on jobs it no longer wins or that are no
+//!    longer candidates: a handoff, which the winner completes at its next round.
+//! 4. Renew the leases still held: `expires_at = now + duration` only where `owner` is this
+//!    replica and the lease has not expired. An expired lease is never renewed, even if nobody
+//!    took it: it must be taken again, which grows its epoch.
+//! 5. Take the jobs this replica wins and does not hold, only where the lease is free or
+//!    expired: `owner = me, epoch = epoch + 1, expires_at = now + duration`. A job another
+//!    live replica still holds is left alone until that replica gives it up (step 3 of its next
+//!    round) or stops renewing it (its lease expires).
+//! 6. Read back what this replica holds, unexpired: that, with the local deadline
+//!    `round start + lease duration - safety margin`, is the answer.
+//!
+//! Each step is one conditional statement (per 200 jobs), so two replicas racing for a lease
+//! cannot both get it: the database serializes the two updates and the second finds the lease
+//! taken. A failed step fails the round; the previous answer then lapses at its local deadlines.
+//!
+//! ### Fencing
+//!
+//! The store the ownership is attached to ([`DbJobOwnership::attach`]) fences every flush: the
+//! job must be held on this process's clock (its local deadline not passed), the cache must have
+//! been loaded under the current epoch, and the flush's transaction first runs
+//! `UPDATE ... SET epoch = epoch WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > now`.
+//! Matching no row refuses the flush with [`StateError::Fenced`](autoscaler_core::StateError::Fenced) and nothing is written; matching
+//! it locks the lease row until the commit, so a takeover waits for the flush and the new owner
+//! reads what it wrote.
+//!
+//! ### Guarantees and failure modes
+//!
+//! - At most one replica holds a job's lease at any instant of the database's clock, and a
+//!   replica stops acting on its own clock before that instant (the safety margin, a third of
+//!   the lease duration, see [`HaOptions::safety_margin`](autoscaler_core::HaOptions::safety_margin)).
+//! - A replica killed (`kill -9`) or cut off stops renewing; its heartbeat ages out and its
+//!   leases expire after at most the lease duration, then the new winners take its jobs at their
+//!   next round: takeover within lease duration + renew interval.
+//! - A replica that shuts down cleanly calls [`JobOwnership::leave`](autoscaler_core::JobOwnership::leave): its leases are freed and it
+//!   leaves the member list at once, so the others take over at their next round.
+//! - A replica frozen longer than its lease (a stopped VM, a paused container) may resume
+//!   believing it still holds its jobs; its first flush is refused by the epoch check.
+//! - A job whose rendezvous winner does not list it (replicas whose job lists differ) has no
+//!   owner until the lists agree: give every replica the same job source.
+//! - Two processes with the same replica id would share its leases: keep ids unique (the
+//!   default, host name and pid, is).
+//! - Without the database nobody can take or renew anything: every replica stops acting once its
+//!   local deadlines pass, and resumes when the database is back.
+//!
+//! ### Tested and measured
+//!
+//! `tests/leases.rs` runs the protocol against each database: three contenders racing for the
+//! same free leases (one winner each), renewals racing expiry (never both), epochs growing by one
+//! per change of owner, a stale owner's flush refused with nothing written, a handoff, a
+//! reacquired job read again, and 60 jobs over three replicas (22/20/18; when one left, exactly
+//! its 18 jobs moved). `tests/replicas.rs` runs standalone loops on each database with leases of
+//! 1 s renewed every 300 ms and cycles every 100 ms: the jobs of a replica killed without a
+//! handoff were taken over 1.01 to 1.18 s after the kill, a replica cut off from the database
+//! started its last cycle 0.52 to 0.58 s after the cut (its leases lapsed on the database after
+//! 1 s), and a replica stopping cleanly (its loop's shutdown, then `leave`) had its 6 jobs
+//! cycled by the other 0.09 to 0.47 s after the stop began. Each job's counter, incremented by
+//! every cycle through the fenced store, never repeated a value: no two writers, and every new
+//! owner started from the persisted state. (Cutting the network can lose a count's
+//! acknowledgement, not the count: a commit that reached the database while the connection was
+//! cut reports an error to its writer.) At the protocol level (`tests/leases.rs`), a `leave`
+//! and one round of the other replica hand 6 jobs over in 2 to 30 ms.
+//! A round over 1000 jobs (debug build, loopback servers) takes them all in 15 ms (SQLite),
+//! 250 ms (PostgreSQL 15), 235 ms (MariaDB 10.11), and renews them in 13, 106 and 65 ms.
 //!
 //! ## Cost (`cargo bench -p autoscaler-state --bench store`)
 //!
@@ -138,6 +232,11 @@ mod db;
 #[path = "nodb.rs"]
 mod db;
 mod event;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod lease;
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+#[path = "nolease.rs"]
+mod lease;
 mod rows;
 mod store;
 mod url;
@@ -152,6 +251,8 @@ pub use codec::{
     DEFAULT_COMPRESSION_THRESHOLD, FORMAT_VERSION, MAX_DECOMPRESSED_STATE_BYTES, StateType, decode_state_value,
 };
 pub use event::{AnyEventHandler, StoredEvent, event_key, open_event_handler};
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+pub use lease::{DbJobOwnership, LeaseInfo};
 pub use store::{
     AnyStateStore, InMemoryStateStore, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_FAILED_REASON,
     flush_or_warn, open_state_store,

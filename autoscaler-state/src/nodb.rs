@@ -2,7 +2,7 @@
 //! with no value, so the stores keep their one shape and every database path is statically
 //! unreachable. Opening a database URL fails naming the feature that would open it.
 
-pub(crate) use crate::rows::{EventRow, JobWrites, WINDOW_INDEX, WindowWrite};
+pub(crate) use crate::rows::{EventRow, Fence, JobWrites, WINDOW_INDEX, WindowWrite};
 use crate::url::missing_driver;
 pub(crate) use crate::url::{StateUrl, StoreOptions};
 use autoscaler_core::StateError;
@@ -23,7 +23,12 @@ impl Db {
         match *self {}
     }
 
-    pub(crate) async fn write_states(&self, _job_key: &str, _writes: &JobWrites<'_>) -> Result<(), StateError> {
+    pub(crate) async fn write_states(
+        &self,
+        _job_key: &str,
+        _writes: &JobWrites<'_>,
+        _fence: Option<Fence<'_>>,
+    ) -> Result<(), StateError> {
         match *self {}
     }
 

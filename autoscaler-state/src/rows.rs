@@ -58,3 +58,14 @@ pub(crate) struct EventRow {
     pub(crate) event_count: i32,
     pub(crate) event_key: String,
 }
+
+/// The writer of a fenced flush: the lease's owner and the epoch it was given.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
+pub(crate) struct Fence<'a> {
+    pub(crate) owner: &'a str,
+    pub(crate) epoch: i64,
+}

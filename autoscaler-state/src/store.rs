@@ -3,7 +3,8 @@
 
 use crate::cache::JobView;
 use crate::codec::{StateType, StateValue};
-use crate::db::{Db, StateUrl, StoreOptions};
+use crate::db::{Db, Fence, StateUrl, StoreOptions};
+use crate::lease::FenceBook;
 use async_trait::async_trait;
 use autoscaler_core::AutoScalerEventHandler;
 use autoscaler_core::JobAutoScalerContext;
@@ -16,7 +17,7 @@ use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 /// Name of the histogram of state flush latency in seconds, labelled `store` (`sqlite`,
@@ -38,7 +39,15 @@ fn record_flush(store: &'static str, started: Instant, ok: bool) {
 pub const STATE_FLUSH_FAILED_REASON: &str = "StateFlushFailed";
 
 /// The cached states of one job; `None` until loaded (a failed load is retried by the next access).
-type JobSlot = Arc<tokio::sync::Mutex<Option<JobView>>>;
+type JobSlot = Arc<tokio::sync::Mutex<Option<Loaded>>>;
+
+/// A job's cached states and the lease epoch they were loaded under (`None`: no lease, either
+/// because the store is not fenced or because this replica does not hold the job).
+#[derive(Debug)]
+struct Loaded {
+    view: JobView,
+    epoch: Option<u64>,
+}
 
 /// A state store over any backend: the in-memory one, a SQLite file, PostgreSQL or MySQL/MariaDB.
 ///
@@ -48,7 +57,10 @@ type JobSlot = Arc<tokio::sync::Mutex<Option<JobView>>>;
 /// changes again. The job key's `Display` form is the row key.
 #[derive(Debug)]
 pub struct AnyStateStore {
-    db: Option<Db>,
+    db: Option<Arc<Db>>,
+    /// Set once a [`DbJobOwnership`](crate::DbJobOwnership) is attached: from then on every
+    /// flush is fenced by the job's lease.
+    fences: OnceLock<Arc<FenceBook>>,
     url: StateUrl,
     compression_threshold: usize,
     jobs: Mutex<HashMap<String, JobSlot>>,
@@ -61,6 +73,7 @@ impl AnyStateStore {
     pub fn in_memory() -> Self {
         AnyStateStore {
             db: None,
+            fences: OnceLock::new(),
             url: StateUrl::Memory,
             compression_threshold: usize::MAX,
             jobs: Mutex::default(),
@@ -83,7 +96,8 @@ impl AnyStateStore {
         }
         let db = Db::connect(&url, options).await?;
         Ok(AnyStateStore {
-            db: Some(db),
+            db: Some(Arc::new(db)),
+            fences: OnceLock::new(),
             url,
             compression_threshold: options.compression_threshold,
             jobs: Mutex::default(),
@@ -133,14 +147,31 @@ impl AnyStateStore {
     }
 
     /// Runs `f` on the job's loaded view, loading it first if needed.
+    ///
+    /// In a fenced store the view belongs to the lease epoch it was loaded under: a job this
+    /// replica (re)acquired since is loaded again from the database, so the new owner starts from
+    /// what the previous one persisted; a job it does not hold is read from the database and
+    /// not kept.
     async fn with_view<R>(&self, job_key: &str, f: impl FnOnce(&mut JobView) -> R) -> StateResult<R> {
+        let epoch = self.fences.get().map(|book| book.epoch(job_key));
         let slot = self.job_slot(job_key);
         let mut guard = slot.lock().await;
-        let view = match &mut *guard {
-            Some(view) => view,
-            empty => empty.insert(self.load(job_key).await?),
+        let epoch = epoch.flatten();
+        if guard.as_ref().is_some_and(|loaded| loaded.epoch != epoch) {
+            *guard = None;
+        }
+        let loaded = match &mut *guard {
+            Some(loaded) => loaded,
+            empty => empty.insert(Loaded {
+                view: self.load(job_key).await?,
+                epoch,
+            }),
         };
-        Ok(f(view))
+        let result = f(&mut loaded.view);
+        if self.fences.get().is_some() && epoch.is_none() {
+            *guard = None;
+        }
+        Ok(result)
     }
 
     async fn load(&self, job_key: &str) -> StateResult<JobView> {
@@ -167,14 +198,33 @@ impl AnyStateStore {
     }
 
     /// Writes the job's pending changes in one transaction; on failure the cache keeps them.
+    ///
+    /// In a fenced store the flush first needs a lease of the job that is valid on this
+    /// process's clock, for the epoch the cache was loaded under, and the transaction checks it
+    /// on the database too; a refusal ([`StateError::Fenced`]) writes nothing and drops the
+    /// job's cache.
     async fn flush_job(&self, job_key: &str) -> StateResult<()> {
+        let fence = match self.fences.get() {
+            None => None,
+            Some(book) => Some((book, book.valid_epoch(job_key)?)),
+        };
         let slot = self.job_slot(job_key);
         // Holding the job's lock through the write keeps concurrent puts from being marked flushed
         // without having been written.
         let mut guard = slot.lock().await;
-        let Some(view) = guard.as_mut() else {
+        if let Some((_, epoch)) = fence
+            && guard.as_ref().is_some_and(|loaded| loaded.epoch != Some(epoch))
+        {
+            *guard = None;
+            return Err(StateError::Fenced {
+                job_key: job_key.to_owned(),
+                reason: format!("its cached state was loaded before this replica acquired epoch {epoch}"),
+            });
+        }
+        let Some(loaded) = guard.as_mut() else {
             return Ok(()); // never loaded: nothing changed
         };
+        let view = &mut loaded.view;
         let Some(db) = &self.db else {
             view.mark_flushed(None);
             return Ok(());
@@ -183,15 +233,55 @@ impl AnyStateStore {
             return Ok(());
         };
         let started = Instant::now();
-        let written = db.write_states(job_key, &writes).await;
+        let fence = fence.map(|(book, epoch)| Fence {
+            owner: book.replica(),
+            epoch: i64::try_from(epoch).unwrap_or(i64::MAX),
+        });
+        let written = db.write_states(job_key, &writes, fence).await;
         record_flush(self.url.backend(), started, written.is_ok());
-        written?;
+        if let Err(error) = written {
+            drop(writes);
+            if matches!(error, StateError::Fenced { .. }) {
+                // Not ours any more: what this replica cached is not the job's state.
+                *guard = None;
+            }
+            return Err(error);
+        }
         drop(writes);
         self.bytes_written.fetch_add(flushed.bytes, Ordering::Relaxed);
         self.window_bytes_written
             .fetch_add(flushed.window_bytes, Ordering::Relaxed);
         view.mark_flushed(Some(flushed));
         Ok(())
+    }
+
+    /// The store's database, if it has one.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )] // used by the leases
+    pub(crate) fn database(&self) -> Option<&Db> {
+        self.db.as_deref()
+    }
+
+    /// The database and the fence book of a store a [`DbJobOwnership`](crate::DbJobOwnership)
+    /// attaches to; fails if the store has no database or is already fenced.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )] // used by the leases
+    pub(crate) fn attach_fences(&self, book: Arc<FenceBook>) -> StateResult<Arc<Db>> {
+        let Some(db) = &self.db else {
+            return Err(StateError::Backend {
+                operation: "lease",
+                message: "the `memory` store has no database to hold leases: run one process, or use SQLite, PostgreSQL or MySQL".to_owned(),
+            });
+        };
+        self.fences.set(book).map_err(|_| StateError::Backend {
+            operation: "lease",
+            message: "this store already has a job ownership attached".to_owned(),
+        })?;
+        Ok(Arc::clone(db))
     }
 
     fn forget(&self, job_key: &str) {
@@ -209,7 +299,8 @@ pub async fn open_state_store(url: &str) -> Result<AnyStateStore, StateError> {
 
 /// Flushes `ctx`'s state; if that fails, emits a Warning event ([`STATE_FLUSH_FAILED_REASON`])
 /// through `events` and returns the typed error. The cached state is kept, so the next flush
-/// writes it.
+/// writes it. A flush refused because this replica no longer owns the job
+/// ([`StateError::Fenced`]) emits no event: the job is another replica's to report on.
 pub async fn flush_or_warn<K, Ctx, S, E>(store: &S, events: &E, ctx: &Ctx) -> StateResult<()>
 where
     Ctx: JobAutoScalerContext<K>,
@@ -217,8 +308,10 @@ where
     E: AutoScalerEventHandler<K, Ctx> + ?Sized,
 {
     let result = store.flush(ctx).await;
-    if let Err(error) = &result {
-        events.handle_exception(ctx, STATE_FLUSH_FAILED_REASON, error).await;
+    match &result {
+        Err(error @ StateError::Fenced { .. }) => tracing::warn!(%error, "not the job's owner any more"),
+        Err(error) => events.handle_exception(ctx, STATE_FLUSH_FAILED_REASON, error).await,
+        Ok(()) => {}
     }
     result
 }
@@ -275,6 +368,8 @@ impl AnyStateStore {
             delayed_scale_down: read_view(view),
             parallelism_overrides: read_view(view),
             config_changes: read_view(view),
+            // Written by every cycle that evaluates, read by none.
+            evaluated_metrics: None,
         })
         .await
     }
@@ -294,6 +389,7 @@ impl AnyStateStore {
             delayed_scale_down,
             parallelism_overrides,
             config_changes,
+            evaluated_metrics,
         } = *changes;
         self.with_view(job_key, |view| {
             put_if(view, metric_history, &state.metric_history);
@@ -302,6 +398,9 @@ impl AnyStateStore {
             put_if(view, parallelism_overrides, &state.parallelism_overrides);
             put_if(view, config_changes, &state.config_changes);
             put_if(view, delayed_scale_down, &state.delayed_scale_down);
+            if let Some(evaluated) = state.evaluated_metrics.as_ref().filter(|_| evaluated_metrics) {
+                view.put(StateValue::EvaluatedMetrics(Arc::clone(evaluated)));
+            }
         })
         .await
     }

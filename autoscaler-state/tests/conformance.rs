@@ -101,6 +101,7 @@ async fn job_state_reads_and_writes_in_one_call(db: &TestDb) {
         delayed_scale_down: s.delayed.clone(),
         parallelism_overrides: s.overrides.clone(),
         config_changes: s.changes.clone(),
+        evaluated_metrics: Some(s.evaluated.clone()),
     };
     let only_window_and_tracking = StateChanges {
         metric_history: true,
@@ -119,16 +120,14 @@ async fn job_state_reads_and_writes_in_one_call(db: &TestDb) {
     assert_eq!(read.config_changes, ConfigChanges::default());
     assert_eq!(read.delayed_scale_down, DelayedScaleDown::default());
 
-    let everything = StateChanges {
-        metric_history: true,
-        scaling_history: true,
-        scaling_tracking: true,
-        delayed_scale_down: true,
-        parallelism_overrides: true,
-        config_changes: true,
-    };
-    store.store_job_state(&c, &state, &everything).await.unwrap();
-    store.store_evaluated_metrics(&c, &s.evaluated).await.unwrap();
+    assert_eq!(
+        store.get_evaluated_metrics(&c).await.unwrap(),
+        None,
+        "not marked changed"
+    );
+
+    // Every part, the evaluated metrics included (part of the state, no call of their own).
+    store.store_job_state(&c, &state, &StateChanges::all()).await.unwrap();
     assert_all(&store, &c, &s).await;
     store.flush(&c).await.unwrap();
     if db.persistent() {

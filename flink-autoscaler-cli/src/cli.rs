@@ -53,6 +53,9 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Name the vertex holding a running job back (root cause of backpressure); scales nothing.
     Bottleneck(bottleneck::BottleneckArgs),
+    /// Check a configuration without running it: print the effective configuration (secrets
+    /// redacted) and every problem; exit 0 when it is valid, 1 when it is not.
+    Validate(crate::service::config::ValidateArgs),
 }
 
 /// The binary's entry point: parses the command line and runs one command; a bug is reported on
@@ -72,7 +75,8 @@ pub fn main() -> ExitCode {
             .unwrap_or_default();
         report(&format!("flink-autoscaler: internal error{location}: {message}"));
     }));
-    let cli = Cli::parse();
+    // The Java entrypoint's `--key value` overrides become `-D key=value`.
+    let cli = Cli::parse_from(crate::service::config::rewrite_key_value_args(std::env::args_os()));
     let code = std::panic::catch_unwind(|| match cli.command {
         Command::Replay {
             scenario,
@@ -94,6 +98,7 @@ pub fn main() -> ExitCode {
         Command::Explain { source } => explain::explain(&source),
         Command::Run(args) => run::run_standalone(*args),
         Command::Bottleneck(args) => bottleneck::run_bottleneck(args),
+        Command::Validate(args) => crate::service::config::run_validate(&args),
     });
     code.unwrap_or(ExitCode::from(3))
 }

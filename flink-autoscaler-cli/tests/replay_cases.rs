@@ -132,8 +132,15 @@ fn reference_results_on_the_bench_scenarios_match_in_full() {
         // fixtures were recorded: the root-cause `explanation` (null here: the scenarios carry no
         // BACKPRESSURE) and `config_changes` (without any memory configuration tuning finds no
         // memory spec, so the returned changes are empty, or `null` when the decision does not
-        // reach tuning) and the decision `record`.
+        // reach tuning), the decision `record`, and each decided vertex's `unmeasured` flag
+        // (false: every vertex of these scenarios has its busy time).
         let mut reference_part = result.clone();
+        if let Some(vertices) = reference_part["decision"]["vertices"].as_object_mut() {
+            for (id, vertex) in vertices.iter_mut() {
+                let flag = vertex.as_object_mut().and_then(|v| v.remove("unmeasured"));
+                assert_eq!(flag, Some(Value::Bool(false)), "{name}: {id} unmeasured");
+            }
+        }
         if let Some(fields) = reference_part.as_object_mut() {
             assert_eq!(fields.remove("explanation"), Some(Value::Null), "{name}: explanation");
             let record = fields.remove("record").unwrap_or_default();

@@ -66,6 +66,8 @@ fn database_passwords_never_appear_in_startup_errors() {
             state,
             "--run-for".into(),
             "1 s".into(),
+            // The database is retried for the startup timeout (60 s by default).
+            "-Dautoscaler.service.startup-timeout=1 s".into(),
         ]);
         assert_eq!(code, Some(1), "startup fails:\n{text}");
         assert!(text.contains("--state"), "the error names the flag:\n{text}");

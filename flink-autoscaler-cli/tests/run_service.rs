@@ -204,10 +204,16 @@ fn the_metrics_address_serves_the_job_status_and_the_rest_request_series() {
     assert_eq!(status, 200);
     let jobs: serde_json::Value = serde_json::from_str(&dechunk(&jobs)).expect("/jobs is JSON");
     assert!(jobs["jobs"].is_array(), "{jobs}");
-    let (status, one) = poll(addr, &format!("/jobs/prod/{JOB}"), |_, _| true);
-    assert_eq!(status, 404, "no decision yet: {one}");
+    // The job's own options do not validate: it is listed as misconfigured with the reason.
+    let (status, one) = poll(addr, &format!("/jobs/prod/{JOB}"), |s, _| s == 200);
+    assert_eq!(status, 200, "{one}");
     let one: serde_json::Value = serde_json::from_str(&dechunk(&one)).expect("/jobs/{key} is JSON");
     assert_eq!(one["job"], format!("prod/{JOB}"), "{one}");
+    assert_eq!(one["record"]["outcome"], "misconfigured", "{one}");
+    let reason = one["record"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("job.autoscaler.utilization.target"), "{one}");
+    let (_, jobs) = poll(addr, "/jobs", |s, _| s == 200);
+    assert!(dechunk(&jobs).contains("\"outcome\":\"misconfigured\""), "{jobs}");
     let overview =
         r#"flink_autoscaler_rest_request_duration_seconds_count{source="prod",method="GET",endpoint="/jobs/overview"}"#;
     let config = r#"endpoint="/jobs/:jobid/jobmanager/config""#;
@@ -218,6 +224,16 @@ fn the_metrics_address_serves_the_job_status_and_the_rest_request_series() {
         !metrics.contains(&format!("endpoint=\"/jobs/{JOB}")),
         "no raw id in a label:\n{metrics}"
     );
+    // ... and counted: the gauge is 1 and every rejected cycle is an error.
+    let gauge = format!("flink_autoscaler_job_misconfigured{{source=\"prod\",job_id=\"{JOB}\"}} 1");
+    let errors = format!("flink_autoscaler_errors_total{{source=\"prod\",job_id=\"{JOB}\"}} ");
+    let (_, metrics) = poll(addr, "/metrics", |_, body| dechunk(body).contains(&gauge));
+    let counted = dechunk(&metrics)
+        .lines()
+        .find_map(|l| l.strip_prefix(errors.as_str()))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(counted >= 1, "{metrics}");
     let (code, _, stderr) = finish(child);
     assert_eq!(code, Some(0), "{stderr}");
 }

@@ -340,7 +340,7 @@ impl Harness {
     /// Runs cycles until the sink scales (10:02:00, the 5th cycle).
     pub async fn until_scaled(&self) {
         self.until_window_full().await;
-        assert_eq!(self.cycle().await, CycleOutcome::Decided(DecisionOutcome::Scale));
+        assert_eq!(self.cycle().await.decision_outcome(), Some(DecisionOutcome::Scale));
     }
 
     /// The parallelism the job runs at, (src, sink).

@@ -10,9 +10,11 @@
 //!   `excluded.periods`;
 //! * `excluded_periods`: `job.autoscaler.excluded.periods` ([`ExcludedPeriod`]), on `syntax` and
 //!   `quartz_cron`;
+//! * [`catalog`]: the one table of the option keys, their types, defaults and meanings;
 //! * `options`: the typed options ([`AutoScalerOptions`]), on all of the above;
 //! * `validator`: the reference's option validation ([`validate`]), on `options`.
 
+pub mod catalog;
 mod duration;
 mod excluded_periods;
 mod options;
@@ -20,12 +22,13 @@ mod quartz_cron;
 mod syntax;
 mod validator;
 
+pub use catalog::{AUTOSCALER_PREFIX, LEGACY_PREFIX};
 pub use duration::parse_duration;
 pub use excluded_periods::{ExcludedPeriod, ExcludedPeriodError, is_excluded, parse_excluded_periods};
 pub use options::{
-    AUTOSCALER_PREFIX, AlignmentMode, AutoScalerOptions, LEGACY_PREFIX, OptionsError, option_keys,
+    AlignmentMode, AutoScalerOptions, COMPAT_REFERENCE_1_16, OptionsError, compat_reference_1_16, option_keys,
     resolve_alignment_mode, rest_client_timeout,
 };
 pub(crate) use syntax::java_trim;
 pub use syntax::{Configuration, parse_bool, parse_double, parse_int, parse_list, parse_memory_size};
-pub use validator::{ValidationError, validate};
+pub use validator::{OptionProblem, ValidationError, validate, validate_all};

@@ -17,6 +17,7 @@
 //! assert_eq!(options.scale_down_interval, Duration::from_secs(3600));
 //! ```
 
+use super::catalog::{self, AUTOSCALER_PREFIX, LEGACY_PREFIX};
 use super::duration::parse_duration;
 use super::excluded_periods::{ExcludedPeriod, is_excluded};
 use super::syntax::{Configuration, parse_bool, parse_double, parse_enum, parse_int, parse_list, parse_memory_size};
@@ -146,6 +147,13 @@ pub struct AutoScalerOptions {
     /// alignment mode, resolved by [`PluginRegistry::resolve`](crate::plugins::PluginRegistry::resolve).
     /// [`AutoScalerOptions::alignment_mode`] is then BALANCED, the fallback when it cannot be resolved.
     pub custom_alignment_mode: Option<String>,
+    /// `compat.reference-1-16` (false): this project's own option, not the reference's. True
+    /// restores the reference 1.16's answers where this project departs from them on purpose: the
+    /// partition cap in alignment ([`PartitionCap`](crate::scaling::PartitionCap), the reference's
+    /// later fix FLINK-40389) and the observed-scalability guard (an idle vertex aborts the
+    /// decision, FLINK-39890). For teams that need decision-for-decision equality with a JVM
+    /// autoscaler 1.16 they still run.
+    pub compat_reference_1_16: bool,
 }
 
 impl Default for AutoScalerOptions {
@@ -200,6 +208,7 @@ impl Default for AutoScalerOptions {
             custom_evaluators: Vec::new(),
             custom_executors: Vec::new(),
             custom_alignment_mode: None,
+            compat_reference_1_16: false,
         }
     }
 }
@@ -220,14 +229,14 @@ pub enum OptionsError {
     },
 }
 
-/// Prefix of every core option.
-pub const AUTOSCALER_PREFIX: &str = "job.autoscaler.";
-/// Prefix of the legacy fallback keys the Kubernetes operator used (`kubernetes.operator.job.autoscaler.`).
-pub const LEGACY_PREFIX: &str = "kubernetes.operator.job.autoscaler.";
+/// The name (under [`AUTOSCALER_PREFIX`](super::AUTOSCALER_PREFIX)) of the switch back to the
+/// reference 1.16's decisions ([`AutoScalerOptions::compat_reference_1_16`]).
+pub const COMPAT_REFERENCE_1_16: &str = "compat.reference-1-16";
 
 /// Every key that can set the option `job.autoscaler.<name>`, in the reference's lookup order: the
 /// canonical key, its fallback keys in declared order, then its deprecated keys (Flink
-/// `ConfigOption` puts fallback keys before deprecated ones).
+/// `ConfigOption` puts fallback keys before deprecated ones). The keys come from the option table
+/// ([`catalog`](super::catalog)); a plugin parameter (not in the table) has the canonical and legacy key.
 ///
 /// ```
 /// use autoscaler_core::config::option_keys;
@@ -242,28 +251,16 @@ pub const LEGACY_PREFIX: &str = "kubernetes.operator.job.autoscaler.";
 /// );
 /// ```
 pub fn option_keys(name: &str) -> Vec<String> {
-    let canonical = |n: &str| format!("{AUTOSCALER_PREFIX}{n}");
-    let legacy = |n: &str| format!("{LEGACY_PREFIX}{n}");
-    match name {
-        // withDeprecatedKeys(target.utilization), withFallbackKeys(legacy utilization.target, legacy target.utilization)
-        "utilization.target" => {
-            vec![
-                canonical(name),
-                legacy(name),
-                legacy("target.utilization"),
-                canonical("target.utilization"),
-            ]
+    match catalog::by_name(name) {
+        Some(spec) => spec.keys(),
+        None => {
+            // Only a plugin's own parameters are outside the table.
+            debug_assert!(
+                catalog::is_known(&format!("{AUTOSCALER_PREFIX}{name}")),
+                "option {name} is missing from the option table"
+            );
+            vec![format!("{AUTOSCALER_PREFIX}{name}"), format!("{LEGACY_PREFIX}{name}")]
         }
-        // withDeprecatedKeys(scale-up.grace-period), withFallbackKeys(legacy scale-up.grace-period, legacy scale-down.interval)
-        "scale-down.interval" => {
-            vec![
-                canonical(name),
-                legacy("scale-up.grace-period"),
-                legacy(name),
-                canonical("scale-up.grace-period"),
-            ]
-        }
-        _ => vec![canonical(name), legacy(name)],
     }
 }
 
@@ -315,6 +312,24 @@ pub fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsErro
         d => Ok(d),
     };
     Ok(read(conf, "flink.rest-client.timeout", parse)?.unwrap_or(AutoScalerOptions::default().rest_client_timeout))
+}
+
+/// `job.autoscaler.compat.reference-1-16` alone (false when unset): whether the reference 1.16's
+/// decisions are restored where this project departs from them
+/// ([`AutoScalerOptions::compat_reference_1_16`]). Read here once for the options and for the
+/// built-in alignment modes a custom mode delegates to.
+///
+/// ```
+/// use autoscaler_core::config::{Configuration, compat_reference_1_16};
+/// let conf = Configuration::from_iter([("job.autoscaler.compat.reference-1-16", "true")]);
+/// assert_eq!(compat_reference_1_16(&conf), Ok(true));
+/// assert_eq!(compat_reference_1_16(&Configuration::new()), Ok(false));
+/// ```
+///
+/// # Errors
+/// [`OptionsError::InvalidValue`] when the value is not `true`/`false`.
+pub fn compat_reference_1_16(conf: &Configuration) -> Result<bool, OptionsError> {
+    Ok(read(conf, COMPAT_REFERENCE_1_16, parse_bool)?.unwrap_or(false))
 }
 
 /// [`parse_double`] without NaN.
@@ -471,6 +486,7 @@ impl AutoScalerOptions {
                 .map(|(_, name)| name)
                 .filter(|name| !BUILT_IN_ALIGNMENT_MODES.contains(name))
                 .map(str::to_owned),
+            compat_reference_1_16: compat_reference_1_16(conf)?,
         })
     }
 
@@ -725,6 +741,23 @@ mod tests {
         assert_eq!(o.custom_executors, ["x1", "x2"]);
         assert_eq!(o.task_slots_per_task_manager, 4);
         assert_eq!(o.task_manager_process_memory, Some(2 << 30));
+    }
+
+    #[test]
+    fn the_compat_switch_defaults_off_and_reads_its_keys() {
+        assert!(!options(&[]).compat_reference_1_16);
+        assert!(options(&[("job.autoscaler.compat.reference-1-16", "true")]).compat_reference_1_16);
+        assert!(options(&[("job.autoscaler.compat.reference-1-16", "TRUE")]).compat_reference_1_16);
+        assert!(!options(&[("job.autoscaler.compat.reference-1-16", "false")]).compat_reference_1_16);
+        assert!(options(&[("kubernetes.operator.job.autoscaler.compat.reference-1-16", "true")]).compat_reference_1_16);
+        assert_eq!(
+            error(&[("job.autoscaler.compat.reference-1-16", "yes")]),
+            OptionsError::InvalidValue {
+                key: "job.autoscaler.compat.reference-1-16".to_owned(),
+                value: "yes".to_owned(),
+                reason: parse_bool("yes").unwrap_err(),
+            }
+        );
     }
 
     #[test]

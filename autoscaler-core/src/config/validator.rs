@@ -19,8 +19,9 @@
 //! );
 //! ```
 
+use super::catalog::AUTOSCALER_PREFIX;
 use super::excluded_periods::{ExcludedPeriod, ExcludedPeriodError};
-use super::options::{AUTOSCALER_PREFIX, AutoScalerOptions, OptionsError, option_keys};
+use super::options::{AutoScalerOptions, OptionsError, option_keys};
 use super::syntax::{Configuration, parse_bool, parse_double, parse_list};
 use autoscaler_metrics::java;
 
@@ -72,8 +73,107 @@ fn java_bound(bound: Option<f64>, open: &str) -> String {
 /// # Errors
 /// The first [`ValidationError`], in the reference's order.
 pub fn validate(conf: &Configuration) -> Result<(), ValidationError> {
+    match range_checks(conf)?.into_iter().next() {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// One problem of a configuration: the key it is about and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionProblem {
+    /// The key that was set (or the option's canonical key for a range check).
+    pub key: String,
+    /// What is wrong, naming the key.
+    pub message: String,
+}
+
+impl std::fmt::Display for OptionProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem of the autoscaler options of `conf`, where [`validate`] stops at the first: each
+/// value the options parser ([`AutoScalerOptions::from_configuration`]) refuses, then, with those
+/// values left out, every range check of [`validate`] that fails (only when `enabled` is true).
+/// Empty when the options parse and validate.
+///
+/// ```
+/// use autoscaler_core::config::{Configuration, validate_all};
+/// let conf = Configuration::from_iter([
+///     ("job.autoscaler.enabled", "true"),
+///     ("job.autoscaler.utilization.target", "2.5"),
+///     ("job.autoscaler.metrics.window", "forever"),
+///     ("job.autoscaler.scale-down.max-factor", "-1"),
+/// ]);
+/// let keys: Vec<String> = validate_all(&conf).into_iter().map(|p| p.key).collect();
+/// assert_eq!(
+///     keys,
+///     ["job.autoscaler.metrics.window", "job.autoscaler.scale-down.max-factor", "job.autoscaler.utilization.target"]
+/// );
+/// ```
+pub fn validate_all(conf: &Configuration) -> Vec<OptionProblem> {
+    // The common case, a configuration that parses, costs one parse and no copy.
+    if AutoScalerOptions::from_configuration(conf).is_ok() {
+        let mut problems: Vec<OptionProblem> = match range_checks(conf) {
+            Ok(failed) => failed.into_iter().map(OptionProblem::from).collect(),
+            Err(unreadable) => vec![OptionProblem::from(unreadable)],
+        };
+        problems.sort_by(|a, b| a.key.cmp(&b.key));
+        return problems;
+    }
+    let mut readable = conf.clone();
+    let mut problems = Vec::new();
+    // The parser stops at the first value it refuses: leave that value out and parse again, so
+    // that every refused value is reported exactly as the parser words it.
+    for _ in 0..=conf.len() {
+        match AutoScalerOptions::from_configuration(&readable) {
+            Ok(_) => break,
+            Err(error) => {
+                let OptionsError::InvalidValue { key, .. } = &error;
+                let key = key.clone();
+                problems.push(OptionProblem {
+                    message: error.to_string(),
+                    key: key.clone(),
+                });
+                if readable.remove(&key).is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    let range = match range_checks(&readable) {
+        Ok(failed) => failed,
+        Err(unreadable) => vec![unreadable],
+    };
+    problems.extend(range.into_iter().map(OptionProblem::from));
+    problems.sort_by(|a, b| a.key.cmp(&b.key));
+    problems
+}
+
+impl From<ValidationError> for OptionProblem {
+    fn from(error: ValidationError) -> Self {
+        OptionProblem {
+            key: error_key(&error),
+            message: error.to_string(),
+        }
+    }
+}
+
+fn error_key(error: &ValidationError) -> String {
+    match error {
+        ValidationError::OutOfRange { key, .. } | ValidationError::InvalidNumber { key, .. } => key.clone(),
+        ValidationError::ExcludedPeriod(_) => format!("{AUTOSCALER_PREFIX}excluded.periods"),
+        ValidationError::Unreadable(OptionsError::InvalidValue { key, .. }) => key.clone(),
+    }
+}
+
+/// Every failed check of [`validate`], in the reference's order; `Err` for a value the checks
+/// cannot read at all.
+fn range_checks(conf: &Configuration) -> Result<Vec<ValidationError>, ValidationError> {
     if !flag(conf, "enabled", false)? {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let defaults = AutoScalerOptions::default();
     // The reference builds every check's result before picking the first failure, so a value it
@@ -163,10 +263,7 @@ pub fn validate(conf: &Configuration) -> Result<(), ValidationError> {
         ));
     }
     checks.push(check_excluded_periods(conf)?);
-    match checks.into_iter().flatten().next() {
-        Some(error) => Err(error),
-        None => Ok(()),
-    }
+    Ok(checks.into_iter().flatten().collect())
 }
 
 /// The raw value of option `name` and the key it came from.
@@ -475,5 +572,66 @@ mod tests {
             ]),
             range("utilization.target", "0.0", "1.0")
         );
+    }
+
+    #[test]
+    fn validate_all_reports_every_problem_once_in_key_order() {
+        let all = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            validate_all(&conf(pairs))
+                .into_iter()
+                .map(|p| (p.key, p.message))
+                .collect()
+        };
+        assert!(all(&[]).is_empty());
+        let problems = all(&[
+            ("job.autoscaler.utilization.target", "high"),
+            ("job.autoscaler.scale-up.max-factor", "-2"),
+            ("job.autoscaler.excluded.periods", "bad"),
+            ("job.autoscaler.memory.heap-usage.threshold", "1.5"),
+            ("job.autoscaler.history.max.age", "1 eon"),
+        ]);
+        let keys: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "job.autoscaler.excluded.periods",
+                "job.autoscaler.history.max.age",
+                "job.autoscaler.memory.heap-usage.threshold",
+                "job.autoscaler.scale-up.max-factor",
+                "job.autoscaler.utilization.target",
+            ]
+        );
+        // An unparsable value is one problem, worded by the parser, not also a range problem.
+        assert!(
+            problems[4]
+                .1
+                .starts_with("invalid value \"high\" for job.autoscaler.utilization.target"),
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems[3].1,
+            "The AutoScalerOption job.autoscaler.scale-up.max-factor is invalid, it should be a value within the range [0.0, +Infinity]"
+        );
+        // The first problem `validate` reports is among them.
+        let first = validate(&conf(&[
+            ("job.autoscaler.scale-up.max-factor", "-2"),
+            ("job.autoscaler.memory.heap-usage.threshold", "1.5"),
+        ]));
+        let listed = all(&[
+            ("job.autoscaler.scale-up.max-factor", "-2"),
+            ("job.autoscaler.memory.heap-usage.threshold", "1.5"),
+        ]);
+        assert!(
+            listed
+                .iter()
+                .any(|(_, m)| Some(m.clone()) == first.as_ref().err().map(ToString::to_string))
+        );
+        // Range checks only when enabled; a value the parser refuses always counts.
+        let disabled = validate_all(&Configuration::from_iter([
+            ("job.autoscaler.utilization.target", "2"),
+            ("job.autoscaler.metrics.window", "x"),
+        ]));
+        let keys: Vec<&str> = disabled.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["job.autoscaler.metrics.window"]);
     }
 }

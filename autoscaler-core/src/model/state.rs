@@ -2,10 +2,11 @@
 //! scale-downs, parallelism overrides, configuration changes), the whole [`JobState`] a cycle
 //! reads and writes, and [`StateChanges`], which parts a cycle changed.
 
-use autoscaler_metrics::{EvaluatedVertexMetrics, MetricHistory, VertexId, VertexMap};
+use autoscaler_metrics::{EvaluatedMetrics, EvaluatedVertexMetrics, MetricHistory, VertexId, VertexMap};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One past scaling decision of a vertex (the reference's `ScalingSummary`).
@@ -106,6 +107,10 @@ pub struct JobState {
     pub parallelism_overrides: ParallelismOverrides,
     /// The configuration changes (memory tuning) the autoscaler wants applied.
     pub config_changes: ConfigChanges,
+    /// The metrics the latest evaluation produced, shared with whoever keeps them (a store, an
+    /// exporter) without a copy. A cycle writes them whenever it evaluates and never reads them:
+    /// a store's `get_job_state` may leave them `None`.
+    pub evaluated_metrics: Option<Arc<EvaluatedMetrics>>,
 }
 
 /// Which parts of a [`JobState`] a cycle changed (and so must be written back).
@@ -124,4 +129,21 @@ pub struct StateChanges {
     /// [`JobState::config_changes`]: replaced when a scaling is executed (by memory tuning's
     /// changes, empty when it did not run), as the reference stores them with new parallelisms.
     pub config_changes: bool,
+    /// [`JobState::evaluated_metrics`]: set whenever the cycle evaluated.
+    pub evaluated_metrics: bool,
+}
+
+impl StateChanges {
+    /// Every part changed (a cleared state, say).
+    pub fn all() -> Self {
+        Self {
+            metric_history: true,
+            scaling_history: true,
+            scaling_tracking: true,
+            delayed_scale_down: true,
+            parallelism_overrides: true,
+            config_changes: true,
+            evaluated_metrics: true,
+        }
+    }
 }

@@ -2,8 +2,8 @@
 //! [`AlignmentMode`]'s implementation of the trait).
 
 use super::{PluginConfig, PluginError, Resolved};
-use crate::config::AlignmentMode;
-use crate::scaling::{AlignmentContext, align};
+use crate::config::{AlignmentMode, compat_reference_1_16};
+use crate::scaling::{AlignmentContext, PartitionCap, align_with};
 use autoscaler_metrics::{EvaluatedVertexMetrics, ShipStrategy, VertexId, VertexInfo};
 
 /// One vertex's alignment problem as a mode sees it (reference `ParallelismAlignmentMode.Context`).
@@ -52,7 +52,9 @@ pub trait ParallelismAlignmentMode: Send + Sync {
 }
 
 /// The built-in modes. Called through the trait, the legacy modes do not emit `ScalingLimited`
-/// (as the reference's `KeyGroupOrPartitionsAdjustMode.alignParallelism` without an emitter).
+/// (as the reference's `KeyGroupOrPartitionsAdjustMode.alignParallelism` without an emitter). They
+/// apply the partition cap ([`PartitionCap`]) unless the configuration the mode sees sets
+/// `job.autoscaler.compat.reference-1-16: true`.
 ///
 /// ```
 /// use autoscaler_core::plugins::{AlignmentModeContext, ParallelismAlignmentMode, PluginConfig};
@@ -74,7 +76,9 @@ pub trait ParallelismAlignmentMode: Send + Sync {
 /// ```
 impl ParallelismAlignmentMode for AlignmentMode {
     fn align_parallelism(&self, ctx: &AlignmentModeContext<'_>) -> Result<i64, PluginError> {
-        Ok(align(*self, &ctx.alignment).parallelism)
+        let compat =
+            compat_reference_1_16(ctx.config.configuration()).map_err(|e| PluginError::failed(e.to_string()))?;
+        Ok(align_with(*self, &ctx.alignment, PartitionCap::from_compat(compat)).parallelism)
     }
 }
 

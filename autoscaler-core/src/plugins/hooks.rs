@@ -6,14 +6,19 @@ use super::{
     scaling_would_exceed_cluster_resources,
 };
 use crate::model::state::ConfigChanges;
-use crate::scaling::{AlignmentContext, DecisionInput};
+use crate::scaling::{AlignmentContext, DecisionError, DecisionInput};
 use autoscaler_metrics::{EvaluatedVertexMetrics, VertexId, VertexInfo};
+#[cfg(test)]
 use std::convert::Infallible;
 
 /// The plugin calls of one decision.
 pub(crate) trait DecisionHooks {
     /// What a plugin call can fail with.
     type Error;
+
+    /// How this decision fails where the reference 1.16 aborts (compat mode only); `None` when it
+    /// cannot fail, and then the vertex scaler answers as without the compat switch.
+    fn abort(&self, error: DecisionError) -> Option<Self::Error>;
 
     /// A custom alignment mode's parallelism for the vertex; `None` = use the built-in mode.
     fn align(
@@ -46,10 +51,16 @@ pub(crate) trait DecisionHooks {
 }
 
 /// The built-in behaviour: no custom alignment, no resource check, no executors.
+#[cfg(test)]
 pub(crate) struct NoPlugins;
 
+#[cfg(test)]
 impl DecisionHooks for NoPlugins {
     type Error = Infallible;
+
+    fn abort(&self, _: DecisionError) -> Option<Infallible> {
+        None
+    }
 
     fn align(
         &self,
@@ -86,6 +97,10 @@ impl DecisionHooks for NoPlugins {
 
 impl DecisionHooks for ResolvedPlugins {
     type Error = PluginError;
+
+    fn abort(&self, error: DecisionError) -> Option<PluginError> {
+        Some(PluginError::Aborted(error))
+    }
 
     fn align(
         &self,
@@ -135,5 +150,51 @@ impl DecisionHooks for ResolvedPlugins {
             config_changes,
         };
         apply_executor_chain(self.executors(), &chain, summaries)
+    }
+}
+
+/// The built-in behaviour, failing where the reference 1.16 aborts (compat mode): [`NoPlugins`]
+/// with [`DecisionError`] as its error.
+#[cfg(test)]
+pub(crate) struct NoPluginsOrAbort;
+
+#[cfg(test)]
+impl DecisionHooks for NoPluginsOrAbort {
+    type Error = DecisionError;
+
+    fn abort(&self, error: DecisionError) -> Option<DecisionError> {
+        Some(error)
+    }
+
+    fn align(
+        &self,
+        _: &VertexId,
+        _: AlignmentContext,
+        _: Option<&VertexInfo>,
+        _: &EvaluatedVertexMetrics,
+    ) -> Option<Result<i64, DecisionError>> {
+        None
+    }
+
+    fn exceeds_cluster_resources(
+        &self,
+        _: &DecisionInput<'_>,
+        _: &ScalingSummaries,
+        _: Option<u64>,
+    ) -> Result<bool, DecisionError> {
+        Ok(false)
+    }
+
+    fn has_executors(&self) -> bool {
+        false
+    }
+
+    fn run_executor_chain(
+        &self,
+        _: &DecisionInput<'_>,
+        summaries: ScalingSummaries,
+        _: &ConfigChanges,
+    ) -> Result<ChainOutcome, DecisionError> {
+        Ok(ChainOutcome::Approved(summaries))
     }
 }

@@ -68,7 +68,9 @@ pub use resource_check::{NoopResourceCheck, ResourceCheck, estimate_num_task_slo
 
 pub(crate) use alignment::align_with_plugin;
 pub(crate) use executor::{ChainInput, ChainOutcome, apply_executor_chain};
-pub(crate) use hooks::{DecisionHooks, NoPlugins};
+pub(crate) use hooks::DecisionHooks;
+#[cfg(test)]
+pub(crate) use hooks::{NoPlugins, NoPluginsOrAbort};
 pub(crate) use resource_check::scaling_would_exceed_cluster_resources;
 
 use crate::config::Configuration;
@@ -103,6 +105,10 @@ pub enum PluginError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The decision aborted as the reference 1.16 aborts it (only under
+    /// `job.autoscaler.compat.reference-1-16: true`); no plugin is at fault.
+    #[error(transparent)]
+    Aborted(#[from] crate::scaling::DecisionError),
 }
 
 impl PluginError {

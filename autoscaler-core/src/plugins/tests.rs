@@ -6,7 +6,7 @@ use super::*;
 use crate::config::AlignmentMode;
 use crate::model::event::EventType;
 use crate::model::state::{DelayedScaleDown, ScalingHistory, ScalingSummary};
-use crate::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, NoChangeReason, decide_with_plugins};
+use crate::scaling::{BlockReason, Decision, DecisionInput, DecisionOutcome, NoChangeReason, decide};
 use autoscaler_metrics::{
     CollectedMetrics, EdgeSpec, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, EvaluationConfig,
     JobTopology, MetricHistory, ScalingMetric, ShipStrategy, VertexId, VertexSpec,
@@ -434,7 +434,7 @@ impl Fixture {
             task_manager_cpu: self.cpu,
             task_manager_memory: self.memory,
         };
-        decide_with_plugins(&input, plugins, &mut DelayedScaleDown::default())
+        decide(&input, plugins, &mut DelayedScaleDown::default())
     }
 
     /// Resolves `registry` against `pairs` (the fixture's options are kept).
@@ -787,7 +787,7 @@ fn an_evaluator_overriding_tpr_drives_the_decision() {
             task_manager_cpu: None,
             task_manager_memory: None,
         };
-        decide_with_plugins(&input, &plugins, &mut DelayedScaleDown::default()).unwrap_or_else(|e| panic!("{e}"))
+        decide(&input, &plugins, &mut DelayedScaleDown::default()).unwrap_or_else(|e| panic!("{e}"))
     };
     // Built-in: capacity round(1000 / 0.7) = 1429 over TPR 2000 is a factor 0.71, ceil(0.71) = 1:
     // the sink stays at 1.

@@ -5,8 +5,30 @@
 //! The region helpers on [`AlignmentContext`] are public so that custom
 //! [`ParallelismAlignmentMode`](crate::plugins::ParallelismAlignmentMode)s can build on them, as the
 //! reference exposes them on `ParallelismAligner`.
+//!
+//! # Where this differs from the reference 1.16: the partition cap
+//!
+//! The reference 1.16 can scale a source above its partition count: every subtask past the
+//! count gets no split and idles, with everything chained to it. With 15 partitions, current
+//! parallelism 100 and max parallelism 180, 1.16's BALANCED turns a computed 180 into 180 and a
+//! computed 50 into 50, and its legacy modes block the first at 100. The reference fixed this after
+//! 1.16 (FLINK-40389, apache/flink-kubernetes-operator PR #1179); this module has that fix, as the
+//! one home of the rule ([`PartitionCap::Enforced`], the default):
+//! * `BALANCED` and `EVENLY_SPREAD`: when the direction's region holds no aligned parallelism,
+//!   the result is `min(target, alignment cap)` instead of the target;
+//! * the legacy modes (`scaling.key-group.partitions.adjust.mode`): when the target is above the
+//!   alignment cap, the relaxed downward candidate is the result (reported as `ScalingLimited`)
+//!   instead of the direction check that kept the current parallelism.
+//!
+//! Below the cap nothing changes, `OFF` is unchanged, and a custom alignment mode keeps its own
+//! say (the vertex scaler uses its answer as it is). Keyed vertices are not affected: their
+//! alignment cap is `min(max parallelism, upper limit)`, which the target never exceeds.
+//! `job.autoscaler.compat.reference-1-16: true` selects [`PartitionCap::Reference116`], the 1.16
+//! answers.
 
 use crate::config::AlignmentMode;
+#[cfg(doc)]
+use crate::config::AutoScalerOptions;
 
 /// One vertex's alignment problem. All values are Java `int`s in the reference; `i64` here so no
 /// intermediate can overflow.
@@ -36,6 +58,43 @@ pub struct AlignmentResult {
     /// `(expected, actual)` when a legacy mode limited the change and the reference emits
     /// `ScalingLimited`.
     pub limited: Option<(i64, i64)>,
+}
+
+/// Whether alignment keeps a target above the alignment cap `min(N, max parallelism, upper limit)`
+/// (the reference 1.16) or caps it (the reference's later fix FLINK-40389, apache/flink-kubernetes-operator
+/// PR #1179; replay §3.5.1).
+///
+/// In 1.16 a source can be scaled above its partition count, and every subtask past it idles. With
+/// the cap, when the target lies above the alignment cap:
+/// * `BALANCED` and `EVENLY_SPREAD` give `min(target, cap)` where the region holds no aligned
+///   parallelism (1.16: the target);
+/// * the legacy modes give the relaxed downward candidate, reported as `ScalingLimited` (1.16: the
+///   current parallelism when that candidate inverts the scaling direction).
+///
+/// Below the cap both rules agree; `OFF` never aligns. Keyed vertices never meet the rule: their cap
+/// is `min(max parallelism, upper limit)`, which bounds the target already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PartitionCap {
+    /// A target above the alignment cap `min(N, max parallelism, upper limit)` ends at or below it
+    /// (default).
+    #[default]
+    Enforced,
+    /// The reference 1.16: the built-in modes keep an unaligned target, the legacy modes keep the
+    /// current parallelism when their candidate inverts the scaling direction
+    /// (`job.autoscaler.compat.reference-1-16: true`).
+    Reference116,
+}
+
+impl PartitionCap {
+    /// The rule of [`AutoScalerOptions::compat_reference_1_16`]: [`PartitionCap::Reference116`]
+    /// when it is true, else [`PartitionCap::Enforced`].
+    pub fn from_compat(compat_reference_1_16: bool) -> Self {
+        if compat_reference_1_16 {
+            Self::Reference116
+        } else {
+            Self::Enforced
+        }
+    }
 }
 
 impl AlignmentContext {
@@ -124,6 +183,11 @@ impl AlignmentContext {
                 limited: Some((self.target, self.current)),
             };
         }
+        self.reported(candidate)
+    }
+
+    /// `candidate` as the result, reported when it is not the target.
+    fn reported(&self, candidate: i64) -> AlignmentResult {
         AlignmentResult {
             parallelism: candidate,
             limited: (candidate != self.target).then_some((self.target, candidate)),
@@ -154,7 +218,8 @@ fn smallest_divisor_at_least(n: i64, from: i64) -> Option<i64> {
     best.and_then(|b| i64::try_from(b).ok())
 }
 
-/// Aligns `ctx.target` under `mode` (anchor §2.5). Built-in modes never block and never report;
+/// Aligns `ctx.target` under `mode` (anchor §2.5) with the partition cap enforced
+/// ([`align_with`] and [`PartitionCap::Enforced`]). Built-in modes never block and never report;
 /// the legacy modes may fall back, block (return `current`) and report `ScalingLimited`.
 ///
 /// ```
@@ -166,6 +231,30 @@ fn smallest_divisor_at_least(n: i64, from: i64) -> Option<i64> {
 /// assert_eq!(align(AlignmentMode::EvenlySpread, &ctx).parallelism, 32);
 /// ```
 pub fn align(mode: AlignmentMode, ctx: &AlignmentContext) -> AlignmentResult {
+    align_with(mode, ctx, PartitionCap::Enforced)
+}
+
+/// Aligns `ctx.target` under `mode` with the partition-cap rule `cap` (the one home of that rule,
+/// see [`PartitionCap`]).
+///
+/// ```
+/// use autoscaler_core::scaling::{AlignmentContext, AlignmentResult, PartitionCap, align_with};
+/// use autoscaler_core::config::AlignmentMode;
+/// // 15 partitions, current 100, max parallelism 180, computed target 180 (FLINK-40389's table).
+/// let ctx = AlignmentContext { current: 100, target: 180, num_source_partitions: 15, max_parallelism: 180,
+///     lower_limit: 1, upper_limit: 200, has_hash_input: false };
+/// assert_eq!(align_with(AlignmentMode::Balanced, &ctx, PartitionCap::Enforced).parallelism, 15);
+/// assert_eq!(align_with(AlignmentMode::Balanced, &ctx, PartitionCap::Reference116).parallelism, 180);
+/// assert_eq!(
+///     align_with(AlignmentMode::LegacyEvenlySpread, &ctx, PartitionCap::Enforced),
+///     AlignmentResult { parallelism: 15, limited: Some((180, 15)) }
+/// );
+/// assert_eq!(
+///     align_with(AlignmentMode::LegacyEvenlySpread, &ctx, PartitionCap::Reference116),
+///     AlignmentResult { parallelism: 100, limited: Some((180, 100)) }
+/// );
+/// ```
+pub fn align_with(mode: AlignmentMode, ctx: &AlignmentContext, cap: PartitionCap) -> AlignmentResult {
     let keep = |parallelism| AlignmentResult {
         parallelism,
         limited: None,
@@ -173,18 +262,32 @@ pub fn align(mode: AlignmentMode, ctx: &AlignmentContext) -> AlignmentResult {
     if !ctx.is_applicable() {
         return keep(ctx.target);
     }
-    let or_target = |aligned: i64| if aligned > 0 { aligned } else { ctx.target };
+    let cap_enforced = cap == PartitionCap::Enforced;
+    let above_cap = ctx.target > ctx.upper_bound_for_alignment();
+    // Nothing aligned in the region: the target, bounded by the cap (FLINK-40389; 1.16 kept the
+    // target, so a source could end above its partition count).
+    let or_capped_target = |aligned: i64| match aligned {
+        aligned if aligned > 0 => aligned,
+        _ if cap_enforced => ctx.target.min(ctx.upper_bound_for_alignment()),
+        _ => ctx.target,
+    };
     match mode {
         AlignmentMode::Off => keep(ctx.target),
-        AlignmentMode::Balanced => keep(or_target(ctx.first_aligned_in_region(true))),
-        AlignmentMode::EvenlySpread => keep(or_target(ctx.first_aligned_in_region(false))),
+        AlignmentMode::Balanced => keep(or_capped_target(ctx.first_aligned_in_region(true))),
+        AlignmentMode::EvenlySpread => keep(or_capped_target(ctx.first_aligned_in_region(false))),
         AlignmentMode::LegacyEvenlySpread | AlignmentMode::LegacyMaximizeUtilisation => {
             let maximize = mode == AlignmentMode::LegacyMaximizeUtilisation;
             let aligned = ctx.first_aligned_in_region(maximize);
             if aligned > 0 {
-                keep(aligned)
+                return keep(aligned);
+            }
+            let candidate = ctx.relaxed_downward_fallback();
+            if cap_enforced && above_cap {
+                // Above the cap the relaxed candidate is the answer even when it reverses the
+                // direction (FLINK-40389); 1.16's direction check kept the current parallelism.
+                ctx.reported(candidate)
             } else {
-                ctx.blocking_fallback(ctx.relaxed_downward_fallback())
+                ctx.blocking_fallback(candidate)
             }
         }
     }
@@ -290,6 +393,144 @@ mod tests {
                 parallelism: 100,
                 limited: Some((112, 100))
             }
+        );
+    }
+
+    /// FLINK-40389's table: 15 partitions, current 100, max parallelism 180, upper limit
+    /// max(100, 200) = 200, lower limit 1, so the alignment cap is min(15, 180, 200) = 15.
+    #[test]
+    fn the_partition_cap_on_the_table_of_flink_40389() {
+        let limited = |parallelism, expected: i64| AlignmentResult {
+            parallelism,
+            limited: Some((expected, parallelism)),
+        };
+        let plain = |parallelism| AlignmentResult {
+            parallelism,
+            limited: None,
+        };
+        let legacy = [
+            AlignmentMode::LegacyEvenlySpread,
+            AlignmentMode::LegacyMaximizeUtilisation,
+        ];
+        let built_in = [AlignmentMode::Balanced, AlignmentMode::EvenlySpread];
+        let at = |target| source(100, target, 15, 180, 200);
+
+        // Raw 180 (scale-up): region [180, 15] is empty.
+        for mode in built_in {
+            // 1.16 keeps 180: 165 subtasks without a split. The cap: min(180, 15) = 15.
+            assert_eq!(
+                align_with(mode, &at(180), PartitionCap::Enforced),
+                plain(15),
+                "{mode:?}"
+            );
+            assert_eq!(
+                align_with(mode, &at(180), PartitionCap::Reference116),
+                plain(180),
+                "{mode:?}"
+            );
+        }
+        for mode in legacy {
+            // Relaxed candidate: share 15 / 180 = 0, walk down to p = 15 / (0 + 1) = 15 (a divisor).
+            // 1.16: 15 <= current 100 inverts the scale-up, so it keeps 100 and reports (180, 100).
+            assert_eq!(
+                align_with(mode, &at(180), PartitionCap::Enforced),
+                limited(15, 180),
+                "{mode:?}"
+            );
+            assert_eq!(
+                align_with(mode, &at(180), PartitionCap::Reference116),
+                AlignmentResult {
+                    parallelism: 100,
+                    limited: Some((180, 100)),
+                },
+                "{mode:?}"
+            );
+        }
+
+        // Raw 50 (scale-down): region [50, min(100, 15)] is empty.
+        for mode in built_in {
+            assert_eq!(align_with(mode, &at(50), PartitionCap::Enforced), plain(15), "{mode:?}");
+            assert_eq!(
+                align_with(mode, &at(50), PartitionCap::Reference116),
+                plain(50),
+                "{mode:?}"
+            );
+        }
+        for mode in legacy {
+            // Relaxed candidate 15 (share 15 / 50 = 0); 15 < 100 keeps the direction, so 1.16 agrees.
+            for cap in [PartitionCap::Enforced, PartitionCap::Reference116] {
+                assert_eq!(align_with(mode, &at(50), cap), limited(15, 50), "{mode:?} {cap:?}");
+            }
+        }
+
+        // Raw 10 (scale-down), below the cap: region [10, 15]. 15 divides 15; BALANCED's first
+        // load-reducing value 15 / (15 / 10) + 1 = 16 lies past the region. Both rules agree.
+        for mode in built_in.into_iter().chain(legacy) {
+            for cap in [PartitionCap::Enforced, PartitionCap::Reference116] {
+                assert_eq!(align_with(mode, &at(10), cap), plain(15), "{mode:?} {cap:?}");
+            }
+        }
+
+        // OFF keeps every target, with or without the cap.
+        for target in [180, 50, 10] {
+            for cap in [PartitionCap::Enforced, PartitionCap::Reference116] {
+                assert_eq!(align_with(AlignmentMode::Off, &at(target), cap), plain(target));
+            }
+        }
+        // `align` is the capped rule.
+        assert_eq!(align(AlignmentMode::Balanced, &at(180)), plain(15));
+    }
+
+    #[test]
+    fn the_cap_can_lift_a_scale_up_to_the_partition_count() {
+        // 15 partitions at current 10, computed 30: 1.16 gives 30 (15 idle subtasks), the cap 15.
+        let ctx = source(10, 30, 15, 128, 200);
+        assert_eq!(
+            align_with(AlignmentMode::Balanced, &ctx, PartitionCap::Enforced).parallelism,
+            15
+        );
+        assert_eq!(
+            align_with(AlignmentMode::Balanced, &ctx, PartitionCap::Reference116).parallelism,
+            30
+        );
+        // Legacy: the relaxed candidate 15 / (0 + 1) = 15 keeps the scale-up, so both rules give 15
+        // with the report (30, 15).
+        for cap in [PartitionCap::Enforced, PartitionCap::Reference116] {
+            assert_eq!(
+                align_with(AlignmentMode::LegacyEvenlySpread, &ctx, cap),
+                AlignmentResult {
+                    parallelism: 15,
+                    limited: Some((30, 15))
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn the_legacy_cap_respects_the_lower_limit() {
+        // 12 partitions, current 40, computed 30 (scale-down), lower limit 2: cap 12, region empty.
+        // Relaxed: share 12 / 30 = 0, p = 12 / 1 = 12, a divisor; max(12, 2) = 12.
+        let ctx = AlignmentContext {
+            lower_limit: 2,
+            ..source(40, 30, 12, 128, 200)
+        };
+        assert_eq!(
+            align_with(AlignmentMode::LegacyEvenlySpread, &ctx, PartitionCap::Enforced),
+            AlignmentResult {
+                parallelism: 12,
+                limited: Some((30, 12))
+            }
+        );
+        // 7 partitions, current 20, computed 9, lower limit 8 (vertex.min-parallelism): the relaxed
+        // candidate 7 is lifted to 8 by the lower limit, still one above the partitions: the user's
+        // floor wins over the cap, as in 1.16.
+        let ctx = AlignmentContext {
+            lower_limit: 8,
+            ..source(20, 9, 7, 128, 200)
+        };
+        assert_eq!(
+            align_with(AlignmentMode::LegacyEvenlySpread, &ctx, PartitionCap::Enforced).parallelism,
+            8
         );
     }
 
@@ -422,7 +663,45 @@ mod tests {
                 prop_assert_eq!(n % result.parallelism, 0);
                 prop_assert!(result.parallelism >= target && result.parallelism <= end);
             } else {
-                prop_assert_eq!(result.parallelism, target);
+                // No divisor in the region: the target, bounded by the alignment cap (FLINK-40389);
+                // the reference 1.16 keeps the target.
+                prop_assert_eq!(result.parallelism, target.min(ctx.upper_bound_for_alignment()));
+                prop_assert_eq!(align_with(AlignmentMode::EvenlySpread, &ctx, PartitionCap::Reference116).parallelism, target);
+            }
+        }
+
+        /// The partition cap: a source's aligned parallelism never exceeds its partition count, in
+        /// every mode but OFF, unless the lower limit (`min(current, vertex.min-parallelism)`)
+        /// itself lies above the partitions.
+        #[test]
+        fn with_the_cap_no_source_ends_above_its_partitions(
+            partitions in 1i64..400,
+            current in 1i64..600,
+            target in 1i64..700,
+            max_parallelism in 1i64..1000,
+            min_parallelism in 1i64..40,
+            vertex_max_parallelism in 1i64..800,
+            hash in any::<bool>(),
+        ) {
+            prop_assume!(current != target);
+            // min(current, vertex.min-parallelism) for a min-parallelism of at most the partitions.
+            let lower_limit = current.min(min_parallelism).min(partitions);
+            let ctx = AlignmentContext {
+                current, target, num_source_partitions: partitions, max_parallelism,
+                lower_limit, upper_limit: current.max(vertex_max_parallelism), has_hash_input: hash,
+            };
+            for mode in [
+                AlignmentMode::Balanced,
+                AlignmentMode::EvenlySpread,
+                AlignmentMode::LegacyEvenlySpread,
+                AlignmentMode::LegacyMaximizeUtilisation,
+            ] {
+                let result = align_with(mode, &ctx, PartitionCap::Enforced);
+                prop_assert!(result.parallelism <= partitions, "{:?}: {:?} for {:?}", mode, result, ctx);
+                // A report always names the target and the result.
+                if let Some((expected, actual)) = result.limited {
+                    prop_assert_eq!((expected, actual), (target, result.parallelism));
+                }
             }
         }
 
@@ -435,9 +714,18 @@ mod tests {
                 current, target, num_source_partitions: partitions, max_parallelism,
                 lower_limit: 1, upper_limit: 200.max(current), has_hash_input: false,
             };
-            for mode in [AlignmentMode::Balanced, AlignmentMode::EvenlySpread] {
-                let p = align(mode, &ctx).parallelism;
-                if target > current { prop_assert!(p > current); } else { prop_assert!(p <= current && p >= target); }
+            // Above the alignment cap the cap wins over the direction (FLINK-40389): a source asked
+            // for more subtasks than it has partitions gets its partition count, even below current.
+            let caps = [PartitionCap::Reference116, PartitionCap::Enforced];
+            for (mode, cap) in [AlignmentMode::Balanced, AlignmentMode::EvenlySpread].into_iter().flat_map(|m| caps.map(|c| (m, c))) {
+                let p = align_with(mode, &ctx, cap).parallelism;
+                if cap == PartitionCap::Enforced && ctx.is_applicable() && target > ctx.upper_bound_for_alignment() {
+                    prop_assert_eq!(p, ctx.upper_bound_for_alignment());
+                } else if target > current {
+                    prop_assert!(p > current);
+                } else {
+                    prop_assert!(p <= current && p >= target);
+                }
             }
         }
     }

@@ -9,7 +9,7 @@ use super::{
     BlockReason, CycleEvent, Decision, DecisionInput, DecisionOutcome, NoChangeReason, VertexConstraint, VertexDecision,
 };
 use crate::model::state::{ConfigChanges, DelayedScaleDown, ScalingSummary};
-use crate::plugins::{ChainOutcome, DecisionHooks, NoPlugins, PluginError, ResolvedPlugins, ScalingSummaries};
+use crate::plugins::{ChainOutcome, DecisionHooks, PluginError, ResolvedPlugins, ScalingSummaries};
 use crate::tuning::{self, TuningInput};
 use autoscaler_metrics::{
     EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, ShipStrategy, VertexInfo,
@@ -17,38 +17,32 @@ use autoscaler_metrics::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Decides the cycle at `input.now` (anchor §2.7 steps 2-9, replay §3.5).
+/// Decides the cycle at `input.now` (anchor §2.7 steps 2-9, replay §3.5), with the plugins the
+/// job's configuration selected (`&ResolvedPlugins::default()` for none).
 ///
 /// In order: memory pressure blocks before any vertex is looked at; every evaluated vertex that is
-/// neither excluded (`vertex.exclude.ids`, finished) gets its target from the vertex scaler; if no
-/// changing vertex is outside its utilization bound nothing happens; `scaling.enabled=false` and
-/// then an excluded period block with a "disabled" scaling report; the resource quota blocks with
-/// `ResourceQuotaReached`; otherwise the change is to be executed, the enabled report is emitted
-/// and the delayed scale-down state is cleared. Without plugins there is no cluster-resource check
-/// (the reference's no-op) and no scaling executor; [`decide_with_plugins`] has them.
+/// neither excluded (`vertex.exclude.ids`, finished) gets its target from the vertex scaler (a
+/// custom alignment mode, if selected, aligns the changing vertices instead of the built-in mode);
+/// if no changing vertex is outside its utilization bound nothing happens; `scaling.enabled=false`
+/// and then an excluded period block with a "disabled" scaling report; the cluster-resource check
+/// (none without a plugin: the reference's no-op) may block silently
+/// ([`BlockReason::ClusterResources`]); the resource quota blocks with `ResourceQuotaReached`;
+/// then the scaling executors run in ascending priority: an empty result is a veto
+/// ([`BlockReason::Vetoed`], a Warning `ScalingVetoed` event), otherwise the report,
+/// [`Decision::summaries`], [`Decision::parallelism`] and the vertices' targets follow the chain's
+/// output. A change to be executed emits the enabled report and clears the delayed scale-down
+/// state.
 ///
 /// `delayed_scale_down` is updated in place (its `updated` flag tells whether to persist it). On
 /// [`DecisionOutcome::Scale`] the caller then persists with [`record_scaling`](super::record_scaling).
-pub fn decide(input: &DecisionInput<'_>, delayed_scale_down: &mut DelayedScaleDown) -> Decision {
-    // Without plugins no step can fail.
-    let Ok(decision) = decide_inner(input, &NoPlugins, delayed_scale_down);
-    decision
-}
-
-/// [`decide`] with the plugins one job's configuration selected:
-/// - a custom alignment mode aligns the changing vertices instead of the built-in mode;
-/// - once the scaling is not blocked by `scaling.enabled` or an excluded period, the
-///   cluster-resource check may block it silently ([`BlockReason::ClusterResources`], the reference
-///   emits no event), then the resource quota is checked;
-/// - then the scaling executors run in ascending priority; an empty result is a veto
-///   ([`BlockReason::Vetoed`], a Warning `ScalingVetoed` event, nothing to record), otherwise the
-///   report, [`Decision::summaries`], [`Decision::parallelism`] and the vertices' targets follow the
-///   chain's output.
 ///
 /// # Errors
 /// [`PluginError`] when a custom alignment mode, the resource check or an executor fails, or an
-/// executor returns an unusable summary; nothing is to be recorded then.
-pub fn decide_with_plugins(
+/// executor returns an unusable summary; [`PluginError::Aborted`] ([`DecisionError`](super::DecisionError)) where the
+/// reference 1.16 aborts the decision and `job.autoscaler.compat.reference-1-16` asks to do the
+/// same. Nothing is to be recorded then; the delayed scale-down state may have been updated for
+/// the vertices decided before, and the caller discards it.
+pub fn decide(
     input: &DecisionInput<'_>,
     plugins: &ResolvedPlugins,
     delayed_scale_down: &mut DelayedScaleDown,
@@ -101,6 +95,7 @@ fn decide_inner<P: DecisionHooks>(
                     target: current,
                     outside_utilization_bound: false,
                     excluded: true,
+                    unmeasured: false,
                     expected_processing_rate: f64::NAN,
                     constraint: VertexConstraint::None,
                 },
@@ -135,6 +130,7 @@ fn decide_inner<P: DecisionHooks>(
                 target: new,
                 outside_utilization_bound,
                 excluded: false,
+                unmeasured: false,
                 expected_processing_rate: result.expected_processing_rate,
                 constraint: result.constraint,
             },
@@ -500,8 +496,10 @@ mod tests {
                     task_manager_cpu: self.cpu,
                     task_manager_memory: self.memory,
                 },
+                &ResolvedPlugins::default(),
                 state,
             )
+            .unwrap_or_else(|e| panic!("no plugin to fail: {e}"))
         }
     }
 

@@ -11,7 +11,20 @@
 //! history helpers follow `ScalingHistoryUtils` and `ScalingTracking` (§2.8). Both the async
 //! `JobAutoScalerImpl` and the `flink-autoscaler replay` tool call it.
 //!
+//! It departs from the reference 1.16 on purpose in two rules, where 1.16 scales a source onto
+//! subtasks that get no partition or aborts on an idle vertex:
+//! * the partition cap in alignment ([`PartitionCap`], replay §3.5.1; the reference's later fix
+//!   FLINK-40389): a source never ends above its partition count, in every mode but `OFF`;
+//! * the observed-scalability guard (replay §3.5.2; FLINK-39890): where the coefficient's fit is
+//!   undefined (Σ(p²) × baseline rate is 0), it is 1.0 instead of aborting the decision.
+//!
+//! `job.autoscaler.compat.reference-1-16: true`
+//! ([`AutoScalerOptions::compat_reference_1_16`]) restores 1.16's answers in both; the abort then
+//! surfaces from [`decide`] as [`PluginError::Aborted`](crate::plugins::PluginError::Aborted)
+//! ([`DecisionError`]).
+//!
 //! ```
+//! use autoscaler_core::plugins::ResolvedPlugins;
 //! use autoscaler_core::scaling::{DecisionInput, DecisionOutcome, NoChangeReason, decide};
 //! use autoscaler_core::config::AutoScalerOptions;
 //! use autoscaler_core::{DelayedScaleDown, ScalingHistory};
@@ -31,7 +44,8 @@
 //!     task_manager_cpu: None,
 //!     task_manager_memory: None,
 //! };
-//! let decision = decide(&input, &mut DelayedScaleDown::default());
+//! let decision = decide(&input, &ResolvedPlugins::default(), &mut DelayedScaleDown::default())
+//!     .expect("no plugin to fail");
 //! assert_eq!(decision.outcome, DecisionOutcome::NoChange(NoChangeReason::AtTarget));
 //! assert_eq!(decision.parallelism["src"], 2);
 //! ```
@@ -43,8 +57,8 @@ mod history;
 mod report;
 mod vertex_scaler;
 
-pub use alignment::{AlignmentContext, AlignmentResult, align};
-pub use executor::{apply_to_evaluated, decide, decide_with_plugins};
+pub use alignment::{AlignmentContext, AlignmentResult, PartitionCap, align, align_with};
+pub use executor::{apply_to_evaluated, decide};
 pub use history::{
     max_restart_time_or_default, record_restart_duration_if_tracked_and_parallelism_matches, record_scaling,
     trim_scaling_history, trim_scaling_tracking,
@@ -53,7 +67,7 @@ pub use history::{
 use crate::config::AutoScalerOptions;
 use crate::model::event::EventType;
 use crate::model::state::{ScalingHistory, ScalingSummary};
-use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexMap};
+use autoscaler_metrics::{EvaluatedMetrics, JobTopology, VertexId, VertexMap};
 use chrono::{DateTime, Utc};
 use std::fmt;
 use std::time::Duration;
@@ -79,6 +93,27 @@ pub struct CycleEvent {
     /// For a `ScalingReport`: the header the report was built from (the message is the header
     /// followed by one entry per summary); `None` for every other event.
     pub report_header: Option<String>,
+}
+
+/// A decision aborted where the reference 1.16 aborts it. This happens only under
+/// `job.autoscaler.compat.reference-1-16: true`
+/// ([`AutoScalerOptions::compat_reference_1_16`]); by default this project decides there.
+///
+/// The message is the one the reference's exception carries, as a JVM autoscaler 1.16 shows it in
+/// its `AutoscalerError` event, so that the two can be compared decision for decision.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecisionError {
+    /// `observed-scalability.enabled` fitted the scaling coefficient of `vertex` on a history
+    /// where it is undefined (Σ(p²) × baseline rate is 0: an idle vertex's zero processing rate).
+    /// The reference 1.16 hands the NaN to `BigDecimal.valueOf`, whose `NumberFormatException`
+    /// aborts the scaling of the whole job (FLINK-39890). Without the compat switch the
+    /// coefficient is 1.0 there (replay §3.5.2).
+    #[error("Character N is neither a decimal digit number, decimal point, nor \"e\" notation exponential mark.")]
+    UndefinedScalingCoefficient {
+        /// The vertex whose coefficient is undefined.
+        vertex: VertexId,
+    },
 }
 
 /// Everything one decision needs, computed by the caller for the cycle at `now`.
@@ -215,8 +250,11 @@ pub struct VertexDecision {
     pub target: u32,
     /// The change's outside-utilization-bound flag (false when `target == current`).
     pub outside_utilization_bound: bool,
-    /// Listed in `vertex.exclude.ids` or finished.
+    /// Listed in `vertex.exclude.ids`, finished, or unmeasured.
     pub excluded: bool,
+    /// Excluded this cycle because its busy time was not measured
+    /// ([`unmeasured_vertices`](crate::cycle::unmeasured_vertices); replay §3.3 step 7a).
+    pub unmeasured: bool,
     /// `EXPECTED_PROCESSING_RATE` set when the computed parallelism differed from current (even if
     /// the change was then delayed or blocked), NaN otherwise.
     pub expected_processing_rate: f64,

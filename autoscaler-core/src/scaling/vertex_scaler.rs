@@ -1,10 +1,17 @@
 //! The per-vertex parallelism computation (the reference's
 //! `JobVertexScaler.computeScaleTargetParallelism`, anchor §2.4).
+//!
+//! Where this differs from the reference 1.16: the observed-scalability coefficient has a guard
+//! (replay §3.5.2). An idle vertex's zero processing rate in the scaling history makes the
+//! reference 1.16 divide 0 by 0 and throw while rounding the NaN, which aborts the scaling of the
+//! whole job (FLINK-39890, apache/flink-kubernetes-operator PR #1134); here the coefficient is 1.0
+//! (linear scaling) there. `job.autoscaler.compat.reference-1-16: true` restores the abort
+//! ([`DecisionError`]).
 
-use super::alignment::{AlignmentContext, AlignmentResult, align};
+use super::alignment::{AlignmentContext, AlignmentResult, PartitionCap, align_with};
 use super::delayed_scale_down::{apply_scale_down_interval, clear_vertex};
 use super::report;
-use super::{CycleEvent, ParallelismChange, VertexConstraint};
+use super::{CycleEvent, DecisionError, ParallelismChange, VertexConstraint};
 use crate::config::AutoScalerOptions;
 use crate::model::state::{DelayedScaleDown, ScalingSummary};
 use crate::plugins::DecisionHooks;
@@ -79,7 +86,20 @@ pub(crate) fn compute_scale_target_parallelism<P: DecisionHooks>(
     // An infinite true processing rate (no load) gives a zero factor, floored below.
     let mut scale_factor = target_capacity / true_processing_rate;
     if options.observed_scalability_enabled {
-        scale_factor /= observed_scaling_coefficient(input.history, options);
+        let coefficient = match observed_scaling_coefficient(input.history, options) {
+            Ok(coefficient) => coefficient,
+            Err(UndefinedCoefficient) => {
+                let error = DecisionError::UndefinedScalingCoefficient {
+                    vertex: input.vertex.clone(),
+                };
+                match plugins.abort(error) {
+                    Some(error) => return Err(error),
+                    // A decision that cannot fail answers as without the compat switch.
+                    None => 1.0,
+                }
+            }
+        };
+        scale_factor /= coefficient;
     }
     let min_scale_factor = 1.0 - options.scale_down_max_factor;
     let max_scale_factor = 1.0 + options.scale_up_max_factor;
@@ -159,7 +179,11 @@ fn scale<P: DecisionHooks>(
             parallelism: custom?,
             limited: None,
         },
-        None => align(input.options.alignment_mode, &ctx),
+        None => align_with(
+            input.options.alignment_mode,
+            &ctx,
+            PartitionCap::from_compat(input.options.compat_reference_1_16),
+        ),
     };
     if let Some((expected, actual)) = aligned.limited {
         events.push(report::scaling_limited_event(
@@ -278,20 +302,34 @@ fn ineffective_scale_up(
     blocking
 }
 
+/// The coefficient is undefined where the reference 1.16 throws: only reported under
+/// `job.autoscaler.compat.reference-1-16` ([`observed_scaling_coefficient`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UndefinedCoefficient;
+
 /// The observed scalability coefficient α (anchor §2.4 step 4): a least-squares fit of
-/// `R = β·α·P` over the history, clamped to `[coefficient-min, 1]` and rounded up to 2 decimals;
-/// 1 (linear) when there are too few observations or a rate is unknown.
+/// `R = β·α·P` over the history, `α = Σ(P·R) / (Σ(P²)·β)`, clamped to `[coefficient-min, 1]` and
+/// rounded up to 2 decimals; 1 (linear) when there are too few observations or a rate is unknown.
+///
+/// **Where this differs from the reference 1.16: the guard (replay §3.5.2).** When
+/// `Σ(P²)·β` is 0 (the baseline rate β of an idle vertex is 0) α is 1.0. The reference 1.16
+/// divides by it: 0 / 0 is NaN, which its `BigDecimal.valueOf` rejects with a
+/// `NumberFormatException` that aborts the scaling of the whole job (FLINK-39890,
+/// apache/flink-kubernetes-operator PR #1134, not in 1.16). Any other NaN fit (∞ / ∞ from
+/// infinite rates of idle vertices) is also taken as linear. Under
+/// `job.autoscaler.compat.reference-1-16` the division happens as in 1.16 and a NaN fit is
+/// [`UndefinedCoefficient`], on which the decision aborts.
 pub(crate) fn observed_scaling_coefficient(
     history: Option<&BTreeMap<DateTime<Utc>, ScalingSummary>>,
     options: &AutoScalerOptions,
-) -> f64 {
-    let Some(history) = history else { return 1.0 };
+) -> Result<f64, UndefinedCoefficient> {
+    let Some(history) = history else { return Ok(1.0) };
     if history.is_empty() || history.len() < options.observed_scalability_min_observations {
-        return 1.0;
+        return Ok(1.0);
     }
     let baseline = baseline_processing_rate(history);
     if baseline.is_nan() {
-        return 1.0;
+        return Ok(1.0);
     }
     let mut weighted = 0.0;
     let mut squares = 0.0;
@@ -299,21 +337,28 @@ pub(crate) fn observed_scaling_coefficient(
         let parallelism = f64::from(summary.current_parallelism);
         let rate = summary.metrics.get_or_absent(ScalingMetric::TrueProcessingRate).average;
         if rate.is_nan() {
-            return 1.0;
+            return Ok(1.0);
         }
         weighted += parallelism * rate;
         squares += parallelism * parallelism;
     }
     if squares == 0.0 {
-        return 1.0;
+        return Ok(1.0);
     }
-    let alpha = weighted / (squares * baseline);
+    let compat = options.compat_reference_1_16;
+    let denominator = squares * baseline;
+    // The guard: no fit through a zero baseline (FLINK-39890).
+    if denominator == 0.0 && !compat {
+        return Ok(1.0);
+    }
+    let alpha = weighted / denominator;
     if alpha.is_nan() {
-        // The reference fails here (BigDecimal of NaN); linear scaling is the safe reading.
-        return 1.0;
+        // 1.16 rounds the NaN with BigDecimal, which throws; linear scaling is the safe reading.
+        return if compat { Err(UndefinedCoefficient) } else { Ok(1.0) };
     }
+    // As Java's Math.max(min, Math.min(1, α)) for every non-NaN α (±∞ included).
     let clamped = alpha.min(1.0).max(options.observed_scalability_coefficient_min);
-    java::round_ceiling(clamped, 2)
+    Ok(java::round_ceiling(clamped, 2))
 }
 
 /// β: the rate per subtask of the most recent summary with the smallest parallelism; a summary at
@@ -337,7 +382,7 @@ fn baseline_processing_rate(history: &BTreeMap<DateTime<Utc>, ScalingSummary>) -
 mod tests {
     use super::*;
     use crate::config::AlignmentMode;
-    use crate::plugins::NoPlugins;
+    use crate::plugins::{NoPlugins, NoPluginsOrAbort};
     use chrono::TimeZone;
 
     fn at(secs: i64) -> DateTime<Utc> {
@@ -366,6 +411,7 @@ mod tests {
         metrics: EvaluatedVertexMetrics,
         current: u32,
         max_parallelism: i64,
+        partitions: i64,
         hash: bool,
         history: Option<&'a BTreeMap<DateTime<Utc>, ScalingSummary>>,
         options: AutoScalerOptions,
@@ -377,6 +423,7 @@ mod tests {
                 metrics: metrics(tpr, capacity),
                 current,
                 max_parallelism: 128,
+                partitions: 0,
                 hash: false,
                 history: None,
                 options: AutoScalerOptions {
@@ -393,7 +440,7 @@ mod tests {
                 metrics: &self.metrics,
                 current: self.current,
                 max_parallelism: self.max_parallelism,
-                num_source_partitions: 0,
+                num_source_partitions: self.partitions,
                 has_hash_input: self.hash,
                 info: None,
                 history: self.history,
@@ -581,21 +628,21 @@ mod tests {
             (at(1), summary(2, 4, 180.0, 360.0)),
             (at(2), summary(4, 8, 300.0, 600.0)),
         ]);
-        assert_eq!(observed_scaling_coefficient(Some(&history), &options), 0.8);
+        assert_eq!(observed_scaling_coefficient(Some(&history), &options), Ok(0.8));
         // Too few observations: linear.
         let short: BTreeMap<_, _> = history.iter().take(2).map(|(k, v)| (*k, v.clone())).collect();
-        assert_eq!(observed_scaling_coefficient(Some(&short), &options), 1.0);
+        assert_eq!(observed_scaling_coefficient(Some(&short), &options), Ok(1.0));
         // Clamped at coefficient-min: R flat at 100 -> α = 700 / 2100 = 0.33 -> 0.5.
         let flat = BTreeMap::from([
             (at(0), summary(1, 2, 100.0, 200.0)),
             (at(1), summary(2, 4, 100.0, 200.0)),
             (at(2), summary(4, 8, 100.0, 200.0)),
         ]);
-        assert_eq!(observed_scaling_coefficient(Some(&flat), &options), 0.5);
+        assert_eq!(observed_scaling_coefficient(Some(&flat), &options), Ok(0.5));
         // A NaN rate means linear.
         let mut with_nan = history.clone();
         with_nan.insert(at(3), summary(8, 16, f64::NAN, 1.0));
-        assert_eq!(observed_scaling_coefficient(Some(&with_nan), &options), 1.0);
+        assert_eq!(observed_scaling_coefficient(Some(&with_nan), &options), Ok(1.0));
         // Baseline without P = 1: the most recent summary among the smallest P (t=1, not t=0) ->
         // 180 / 2 = 90.
         let no_one = BTreeMap::from([
@@ -645,5 +692,186 @@ mod tests {
              parallelismLowerLimit: 1."
         );
         assert_eq!(events[0].message_key.as_deref(), Some("ScalingLimitedv"));
+    }
+
+    /// FLINK-40389's table through the whole vertex scaler: a source with 15 partitions at 100,
+    /// max parallelism 180, target capacities 1800, 500 and 100 for a true processing rate of
+    /// 1000 give the raw targets ceil(1.8 × 100) = 180, ceil(0.5 × 100) = 50 and ceil(0.1 × 100) = 10
+    /// (scale-down.max-factor 1 lets the factor go below 0.4; no scale-down delay).
+    #[test]
+    fn a_source_never_scales_above_its_partitions() {
+        let case = |capacity: f64, mode: AlignmentMode, compat: bool| {
+            let mut case = Case::new(1000.0, capacity, 100);
+            case.max_parallelism = 180;
+            case.partitions = 15;
+            case.options.scale_down_max_factor = 1.0;
+            case.options.alignment_mode = mode;
+            case.options.compat_reference_1_16 = compat;
+            let mut events = Vec::new();
+            let result = case.run(&mut DelayedScaleDown::default(), &mut events);
+            let limited: Vec<String> = events
+                .iter()
+                .map(|e| {
+                    assert_eq!(e.reason, "ScalingLimited");
+                    e.message
+                        .split(" Scaling limited due")
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect();
+            (result.change.new, limited)
+        };
+        let event = |expected: u32, actual: u32| {
+            vec![format!(
+                "Scaling limited detected for v (expected parallelism: {expected}, actual parallelism {actual})."
+            )]
+        };
+        let built_in = [AlignmentMode::Balanced, AlignmentMode::EvenlySpread];
+        let legacy = [
+            AlignmentMode::LegacyEvenlySpread,
+            AlignmentMode::LegacyMaximizeUtilisation,
+        ];
+        for mode in built_in {
+            // The cap: min(target, 15).
+            assert_eq!(case(1800.0, mode, false), (15, vec![]), "{mode:?}");
+            assert_eq!(case(500.0, mode, false), (15, vec![]), "{mode:?}");
+            assert_eq!(case(100.0, mode, false), (15, vec![]), "{mode:?}");
+            // 1.16 keeps the targets above the partitions.
+            assert_eq!(case(1800.0, mode, true), (180, vec![]), "{mode:?}");
+            assert_eq!(case(500.0, mode, true), (50, vec![]), "{mode:?}");
+            assert_eq!(case(100.0, mode, true), (15, vec![]), "{mode:?}");
+        }
+        for mode in legacy {
+            assert_eq!(case(1800.0, mode, false), (15, event(180, 15)), "{mode:?}");
+            assert_eq!(case(500.0, mode, false), (15, event(50, 15)), "{mode:?}");
+            assert_eq!(case(100.0, mode, false), (15, vec![]), "{mode:?}");
+            // 1.16 blocks the scale-up at the current 100 (no change), reporting (180, 100).
+            assert_eq!(case(1800.0, mode, true), (100, event(180, 100)), "{mode:?}");
+            assert_eq!(case(500.0, mode, true), (15, event(50, 15)), "{mode:?}");
+            assert_eq!(case(100.0, mode, true), (15, vec![]), "{mode:?}");
+        }
+        // OFF keeps every raw target.
+        for compat in [false, true] {
+            assert_eq!(case(1800.0, AlignmentMode::Off, compat).0, 180);
+            assert_eq!(case(500.0, AlignmentMode::Off, compat).0, 50);
+            assert_eq!(case(100.0, AlignmentMode::Off, compat).0, 10);
+        }
+    }
+
+    /// FLINK-39890's history: an idle vertex whose true processing rate was 0 at 2, 4 and 8.
+    fn idle_history() -> BTreeMap<DateTime<Utc>, ScalingSummary> {
+        BTreeMap::from([
+            (at(-30), summary(2, 4, 0.0, 0.0)),
+            (at(-20), summary(4, 8, 0.0, 0.0)),
+            (at(-10), summary(8, 16, 0.0, 0.0)),
+        ])
+    }
+
+    #[test]
+    fn the_coefficient_is_linear_where_the_baseline_rate_is_zero() {
+        let mut options = AutoScalerOptions {
+            observed_scalability_enabled: true,
+            ..AutoScalerOptions::default()
+        };
+        // No summary at P = 1; the most recent at the smallest P (2) gives β = 0 / 2 = 0.
+        // Σ(P·R) = 0, Σ(P²) = 4 + 16 + 64 = 84, Σ(P²)·β = 0: α = 0 / 0 is undefined, the guard says 1.
+        let history = idle_history();
+        assert_eq!(baseline_processing_rate(&history), 0.0);
+        assert_eq!(observed_scaling_coefficient(Some(&history), &options), Ok(1.0));
+        // 1.16 divides: NaN, which it cannot round (the decision aborts).
+        options.compat_reference_1_16 = true;
+        assert_eq!(
+            observed_scaling_coefficient(Some(&history), &options),
+            Err(UndefinedCoefficient)
+        );
+
+        // β = 0 (the P = 2 summary was idle) but later summaries processed: Σ(P·R) = 0 + 4·100 +
+        // 8·300 = 2800 over 0. The guard says 1; 1.16's 2800 / 0 = ∞ is clamped to 1 as well.
+        let busier = BTreeMap::from([
+            (at(-30), summary(2, 4, 0.0, 0.0)),
+            (at(-20), summary(4, 8, 100.0, 200.0)),
+            (at(-10), summary(8, 16, 300.0, 600.0)),
+        ]);
+        for compat in [false, true] {
+            options.compat_reference_1_16 = compat;
+            assert_eq!(
+                observed_scaling_coefficient(Some(&busier), &options),
+                Ok(1.0),
+                "{compat}"
+            );
+        }
+        // A defined fit is the same in both: α 0.8 (see observed_scaling_coefficient_fits_and_rounds_up).
+        let fitted = BTreeMap::from([
+            (at(0), summary(1, 2, 100.0, 200.0)),
+            (at(1), summary(2, 4, 180.0, 360.0)),
+            (at(2), summary(4, 8, 300.0, 600.0)),
+        ]);
+        for compat in [false, true] {
+            options.compat_reference_1_16 = compat;
+            assert_eq!(
+                observed_scaling_coefficient(Some(&fitted), &options),
+                Ok(0.8),
+                "{compat}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_idle_history_scales_linearly_or_aborts_in_compat_mode() {
+        // sf 2 at 4 with the idle history: linear (α 1) -> 8.
+        let history = idle_history();
+        let mut case = Case::new(1000.0, 2000.0, 4);
+        case.options.observed_scalability_enabled = true;
+        case.options.alignment_mode = AlignmentMode::Off;
+        case.history = Some(&history);
+        assert_eq!(case.new_parallelism(), 8);
+
+        let vertex = VertexId::new("v");
+        let input = VertexScaleInput {
+            vertex: &vertex,
+            metrics: &case.metrics,
+            current: case.current,
+            max_parallelism: case.max_parallelism,
+            num_source_partitions: 0,
+            has_hash_input: false,
+            info: None,
+            history: case.history,
+            restart_time: Duration::ZERO,
+            now: at(0),
+            options: &case.options,
+        };
+        let run = |input: &VertexScaleInput<'_>| {
+            compute_scale_target_parallelism(
+                input,
+                &NoPluginsOrAbort,
+                &mut DelayedScaleDown::default(),
+                &mut Vec::new(),
+            )
+            .map(|r| r.change.new)
+        };
+        assert_eq!(run(&input), Ok(8));
+        let compat = AutoScalerOptions {
+            compat_reference_1_16: true,
+            ..case.options.clone()
+        };
+        let input = VertexScaleInput {
+            options: &compat,
+            ..input
+        };
+        let aborted = run(&input);
+        assert_eq!(
+            aborted,
+            Err(DecisionError::UndefinedScalingCoefficient { vertex: vertex.clone() })
+        );
+        // The message a JVM autoscaler 1.16 reports in its AutoscalerError event.
+        assert_eq!(
+            aborted.err().map(|e| e.to_string()).unwrap_or_default(),
+            "Character N is neither a decimal digit number, decimal point, nor \"e\" notation exponential mark."
+        );
+        // A decision that cannot fail (NoPlugins) answers as without the switch.
+        let Ok(result) =
+            compute_scale_target_parallelism(&input, &NoPlugins, &mut DelayedScaleDown::default(), &mut Vec::new());
+        assert_eq!(result.change.new, 8);
     }
 }

@@ -3,9 +3,10 @@
 //! `/metrics`, `/livez`, `/readyz` is `crate::service::http`).
 
 use crate::recording::{DecisionPublisher, RecordingCollector};
+use crate::service::config::{self as service_config, ReloadableBase, ReloadingFetcher};
 use crate::service::metrics::{self, ServiceMetrics};
 use crate::service::settings::{self, EventsTarget};
-use crate::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore, http};
+use crate::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore, http, startup};
 use crate::status::DecisionBoard;
 use anyhow::{Context, Result, bail};
 use autoscaler_core::ControlLoopOptions;
@@ -47,9 +48,14 @@ pub struct RunArgs {
     #[arg(long = "yarn-rm-url", value_name = "[NAME=]URL")]
     pub yarn_rm_urls: Vec<String>,
     /// A Flink-style YAML file with `job.autoscaler.*`, `autoscaler.standalone.*` and
-    /// `autoscaler.service.*` keys; the jobs' own configuration overrides it, flags override it.
+    /// `autoscaler.service.*` keys (default: `$FLINK_CONF_DIR/config.yaml`, then
+    /// `flink-conf.yaml`); the jobs' own configuration overrides it, flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Set a key over the file: `-Dkey=value` or `-D key=value` (repeatable); `--key value` works
+    /// for keys under `autoscaler.`, `job.autoscaler.` and `kubernetes.operator.job.autoscaler.`.
+    #[arg(short = 'D', value_name = "KEY=VALUE")]
+    pub dynamic: Vec<String>,
     /// Control loop interval (Flink duration syntax, e.g. `10 s`); default 10 s.
     #[arg(long)]
     pub interval: Option<String>,
@@ -244,21 +250,47 @@ fn install_prometheus_recorder() -> Result<http::ProcessMetricsRenderer> {
 
 /// Runs the standalone autoscaler until shutdown.
 pub async fn run(args: RunArgs) -> Result<()> {
-    let mut base = Configuration::from_iter([("job.autoscaler.enabled", "true")]);
-    if let Some(path) = &args.config {
-        base = base.overlay(&load_flink_yaml(path)?);
-    }
-    for key in settings::unknown_standalone_keys(&base) {
-        tracing::warn!(key = %key, "unknown autoscaler.standalone.* key, ignored");
-    }
+    // Registered first: until a handler is installed, SIGHUP's default action ends the process.
+    let hangups = hangup_signals();
+    let mut flags = Vec::new();
     if let Some(interval) = &args.interval {
         autoscaler_core::config::parse_duration(interval)
             .map_err(|e| anyhow::anyhow!("--interval {interval:?}: {e}"))?;
-        base.set(autoscaler_core::CONTROL_LOOP_INTERVAL_KEY, interval.clone());
+        flags.push((autoscaler_core::CONTROL_LOOP_INTERVAL_KEY.to_owned(), interval.clone()));
     }
     if let Some(p) = args.parallelism {
-        base.set(autoscaler_core::CONTROL_LOOP_PARALLELISM_KEY, p.to_string());
+        flags.push((autoscaler_core::CONTROL_LOOP_PARALLELISM_KEY.to_owned(), p.to_string()));
     }
+    let inputs = service_config::ConfigInputs {
+        file: args.config.clone(),
+        dynamic: args.dynamic.clone(),
+        flags,
+    };
+    let loaded = inputs.load()?;
+    match &loaded.file {
+        Some(file) => tracing::info!(file = %file.display(), "configuration read"),
+        None => tracing::info!("no configuration file (no --config, FLINK_CONF_DIR unset): flags and defaults only"),
+    }
+    let check_flags = service_config::CheckFlags {
+        flink_urls: &args.flink_urls,
+        yarn_urls: &args.yarn_rm_urls,
+        state: args.state.as_deref(),
+        events: args.events.as_deref(),
+    };
+    let report = service_config::check(&loaded.conf, check_flags);
+    for warning in &report.warnings {
+        tracing::warn!("{warning}");
+    }
+    if !report.is_valid() {
+        let n = report.errors.len();
+        bail!(
+            "invalid configuration ({n} problem{}):\n  {}",
+            if n == 1 { "" } else { "s" },
+            report.errors.join("\n  ")
+        );
+    }
+    let base = loaded.conf;
+    let startup_timeout = service_config::startup_timeout(&base)?;
     let run_for = match &args.run_for {
         Some(d) => {
             Some(autoscaler_core::config::parse_duration(d).map_err(|e| anyhow::anyhow!("--run-for {d:?}: {e}"))?)
@@ -299,20 +331,35 @@ pub async fn run(args: RunArgs) -> Result<()> {
         &base,
     )?;
     let shown_state = autoscaler_core::secret::redact_url(storage.state_url.expose());
-    // The store's own errors print the URL redacted (and scrub the password from driver messages).
-    let store = autoscaler_state::open_state_store(storage.state_url.expose())
-        .await
-        .map_err(|e| anyhow::anyhow!("--state {shown_state}: {e}"))?;
+    if let Some(path) = startup::sqlite_path(storage.state_url.expose()) {
+        tracing::info!(path = %path.display(), "state kept in the SQLite file");
+    }
+    // The store's own errors print the URL redacted; a network database not up yet is retried.
+    let what = if args.state.is_some() { "--state" } else { "state store" };
+    let store = startup::open_with_retry(what, storage.state_url.expose(), startup_timeout, |attempt| {
+        let options = autoscaler_state::StoreOptions {
+            acquire_timeout: attempt,
+            ..autoscaler_state::StoreOptions::default()
+        };
+        let url = storage.state_url.expose().to_owned();
+        async move { autoscaler_state::AnyStateStore::open_with(&url, &options).await }
+    })
+    .await?;
     let store: Arc<dyn AutoScalerStateStore<String, Ctx>> =
         Arc::new(ObservedStateStore::new(Arc::new(store), metrics.clone()));
     let (events, ttl_cleaner): (Arc<dyn AutoScalerEventHandler<String, Ctx>>, _) = match &storage.events {
         EventsTarget::Logging => (Arc::new(LoggingEventHandler), None),
         EventsTarget::Database { url, ttl } => {
-            let shown = autoscaler_core::secret::redact_url(url.expose());
             let handler = Arc::new(
-                autoscaler_state::open_event_handler(url.expose())
-                    .await
-                    .map_err(|e| anyhow::anyhow!("event database {shown}: {e}"))?,
+                startup::open_with_retry("event database", url.expose(), startup_timeout, |attempt| {
+                    let options = autoscaler_state::StoreOptions {
+                        acquire_timeout: attempt,
+                        ..autoscaler_state::StoreOptions::default()
+                    };
+                    let url = url.expose().to_owned();
+                    async move { autoscaler_state::AnyEventHandler::open_with(&url, &options).await }
+                })
+                .await?,
             );
             let cleaner = ttl.map(|ttl| Arc::clone(&handler).spawn_ttl_cleaner(ttl, Duration::from_secs(24 * 3600)));
             (handler, cleaner)
@@ -360,6 +407,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
     } else {
         Arc::new(fetcher)
     };
+    // Every fetch lays the jobs over the current base, which SIGHUP may replace.
+    let reloadable = ReloadableBase::new(base.clone());
+    let fetcher: Arc<dyn JobListFetcher<String, Ctx>> = Arc::new(ReloadingFetcher::new(fetcher, reloadable.clone()));
     let autoscaler: Arc<dyn JobAutoScaler<String, Ctx>> = if args.dry_run {
         let inner = Arc::new(
             JobAutoScalerImpl::new(collector, store, Arc::new(LogOnlyRealizer), events.clone())
@@ -408,7 +458,12 @@ pub async fn run(args: RunArgs) -> Result<()> {
     tracing::info!(sources = ?shown_sources, state = %shown_state, dry_run = args.dry_run, "standalone autoscaler starting");
     let control_loop = StandaloneAutoscaler::new(fetcher, autoscaler, events, loop_options)
         .with_base_configuration(base)
-        .with_options_validation();
+        .with_rejecting_validator(service_config::job_validator(
+            board.clone(),
+            metrics.clone(),
+            reloadable.clone(),
+        ));
+    let reloader = spawn_reloader(hangups, inputs, &args, reloadable);
     let signals = signal_count();
     let mut first = signals.clone();
     let mut second = signals;
@@ -451,8 +506,63 @@ pub async fn run(args: RunArgs) -> Result<()> {
     {
         tracing::warn!(%error, "the status server failed");
     }
+    if let Some(reloader) = reloader {
+        reloader.abort();
+    }
     tracing::info!("standalone autoscaler stopped");
     Ok(())
+}
+
+/// The SIGHUP stream (unix), registered as early as possible: until then SIGHUP ends the process.
+#[cfg(unix)]
+fn hangup_signals() -> Option<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|error| tracing::warn!(%error, "cannot listen for SIGHUP: no configuration reload"))
+        .ok()
+}
+
+#[cfg(not(unix))]
+fn hangup_signals() -> Option<()> {
+    None
+}
+
+/// Re-reads the configuration on every SIGHUP (see [`service_config::reload`]).
+#[cfg(unix)]
+fn spawn_reloader(
+    hangups: Option<tokio::signal::unix::Signal>,
+    inputs: service_config::ConfigInputs,
+    args: &RunArgs,
+    base: ReloadableBase,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let mut hangups = hangups?;
+    // Both outcomes exist from the start, so an alert on `rejected` sees 0, not nothing.
+    for outcome in ["applied", "rejected"] {
+        ::metrics::counter!(service_config::CONFIG_RELOADS, "outcome" => outcome).increment(0);
+    }
+    let (flink_urls, yarn_urls) = (args.flink_urls.clone(), args.yarn_rm_urls.clone());
+    let (state, events) = (args.state.clone(), args.events.clone());
+    Some(tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            tracing::info!("SIGHUP: re-reading the configuration");
+            let flags = service_config::CheckFlags {
+                flink_urls: &flink_urls,
+                yarn_urls: &yarn_urls,
+                state: state.as_deref(),
+                events: events.as_deref(),
+            };
+            service_config::reload(&inputs, flags, &base);
+        }
+    }))
+}
+
+#[cfg(not(unix))]
+fn spawn_reloader(
+    _hangups: Option<()>,
+    _inputs: service_config::ConfigInputs,
+    _args: &RunArgs,
+    _base: ReloadableBase,
+) -> Option<tokio::task::JoinHandle<()>> {
+    None
 }
 
 /// How many times ctrl-c or SIGTERM arrived: the first asks for a graceful stop, the second for

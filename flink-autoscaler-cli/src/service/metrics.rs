@@ -28,6 +28,7 @@
 //! | `flink_autoscaler_parallelism`, `flink_autoscaler_recommended_parallelism` | gauge | as above, without `stat` |
 //! | `flink_autoscaler_memory_tuning_bytes` (memory tuning's last recommendation, one per size) | gauge | `source`, `job_id`, `job_name`, `key` (e.g. `taskmanager.memory.process.size`) |
 //! | `flink_autoscaler_cycles_total`, `flink_autoscaler_errors_total`, `flink_autoscaler_scalings_total` | counter | `source`, `job_id` |
+//! | `flink_autoscaler_job_misconfigured` (1 while the job's own options do not validate) | gauge | `source`, `job_id` |
 //! | `flink_autoscaler_cycle_duration_seconds` | histogram | `source` |
 //! | `flink_autoscaler_source_fetch_duration_seconds`, `flink_autoscaler_source_fetch_errors_total` | histogram, counter | `source` |
 //! | `flink_autoscaler_rest_request_duration_seconds`, `flink_autoscaler_rest_request_errors_total` | histogram, counter | `source`, `method`, `endpoint` (route template, e.g. `/jobs/:jobid/vertices/:vertexid/subtasks/metrics`); errors also `kind` |
@@ -70,6 +71,8 @@ pub struct JobSeries {
     cycles: AtomicU64,
     errors: AtomicU64,
     scalings: AtomicU64,
+    /// Whether the job's own options failed the service's check this cycle.
+    misconfigured: AtomicBool,
     evaluation: Mutex<Option<Arc<EvaluatedMetrics>>>,
     /// Vertex id -> name, from the last collected topology.
     vertex_names: Mutex<Arc<HashMap<String, String>>>,
@@ -92,6 +95,7 @@ impl JobSeries {
             cycles: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             scalings: AtomicU64::new(0),
+            misconfigured: AtomicBool::new(false),
             evaluation: Mutex::new(None),
             vertex_names: Mutex::new(Arc::new(HashMap::new())),
             recommended: Mutex::new(BTreeMap::new()),
@@ -132,6 +136,11 @@ impl JobSeries {
     /// Counts a cycle.
     pub fn count_cycle(&self) {
         self.cycles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records whether the job's own options failed the service's check.
+    pub fn set_misconfigured(&self, misconfigured: bool) {
+        self.misconfigured.store(misconfigured, Ordering::Relaxed);
     }
 
     /// `scalings_total` so far.
@@ -328,6 +337,7 @@ impl ServiceMetrics {
                 );
             }
         }
+        render_misconfigured(&jobs, &mut out);
         // One consistent view per job for the whole rendering.
         let views: Vec<JobView<'_>> = jobs
             .iter()
@@ -412,6 +422,25 @@ impl ServiceMetrics {
             }
         }
         out
+    }
+}
+
+/// `flink_autoscaler_job_misconfigured{source,job_id}`: 1 while the job's own options fail the
+/// service's check, else 0.
+fn render_misconfigured(jobs: &[Arc<JobSeries>], out: &mut String) {
+    let name = "flink_autoscaler_job_misconfigured";
+    let _ = writeln!(
+        out,
+        "# HELP {name} 1 while the job's own autoscaler options do not validate (the job is not scaled), else 0.\n# TYPE {name} gauge"
+    );
+    for job in jobs {
+        let _ = writeln!(
+            out,
+            "{name}{{source=\"{}\",job_id=\"{}\"}} {}",
+            escape(&job.labels.source),
+            escape(&job.labels.job_id),
+            u8::from(job.misconfigured.load(Ordering::Relaxed))
+        );
     }
 }
 

@@ -4,8 +4,12 @@
 //! The `flink-autoscaler run` binary is wired from these parts (`commands/run.rs`); a platform can
 //! wire them the same way:
 //!
+//! - [`config`]: where the base configuration is read from (`--config`, `FLINK_CONF_DIR`), its
+//!   overrides (`-D`, `--key value`), its checks (`validate`, the start of `run`) and its reload
+//!   on SIGHUP;
 //! - [`settings`]: CLI flags and `autoscaler.standalone.*` / `autoscaler.service.*` keys to
 //!   sources, state store and event handler;
+//! - [`startup`]: opening the databases at start, retried with backoff, failures said in words;
 //! - [`autoscaler_realizer::sources::MultiSourceJobListFetcher`]: the job list of every source;
 //! - [`metrics`]: per-job series rendered at scrape time, process-wide series via the `metrics`
 //!   facade, health flags;
@@ -15,9 +19,11 @@
 //!   [`ObservedStateStore`] (latest evaluation, store health),
 //!   [`ObservedCollector`] (vertex names).
 
+pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod settings;
+pub mod startup;
 
 use self::metrics::{CYCLE_DURATION, ServiceMetrics};
 use autoscaler_core::cycle::{JobState, StateChanges};

@@ -1,0 +1,18 @@
+-- flink-autoscaler-rs schema v2 for SQLite: the replicas sharing the database and one lease per
+-- job (see the crate docs, "Several replicas"). Times are milliseconds since the Unix epoch on
+-- the database's clock.
+CREATE TABLE IF NOT EXISTS t_flink_autoscaler_replica
+(
+    replica_id   TEXT    NOT NULL PRIMARY KEY,
+    heartbeat_at INTEGER NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS t_flink_autoscaler_job_lease
+(
+    job_key    TEXT    NOT NULL PRIMARY KEY,
+    owner      TEXT,
+    epoch      INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS job_lease_owner_idx ON t_flink_autoscaler_job_lease (owner);
