@@ -80,7 +80,7 @@ fn bench_cycle_exported(c: &mut Criterion) {
     use autoscaler_realizer::{
         rest::FlinkRestClient, rest::RestClientConfig, sources::JobLabels, sources::SourceJobContext,
     };
-    use flink_autoscaler_cli::service::metrics::{LATENCY_BUCKETS, ServiceMetrics};
+    use flink_autoscaler_cli::service::metrics::{LATENCY_BUCKETS, MetricsDetail, ServiceMetrics};
     use flink_autoscaler_cli::service::{ObservedAutoScaler, ObservedCollector, ObservedStateStore};
 
     let exporter = metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -94,7 +94,10 @@ fn bench_cycle_exported(c: &mut Criterion) {
     for name in ["chain-10", "dag-100", "dag-1000"] {
         let p = prepare(name);
         let now = p.scenario.now;
-        let metrics = Arc::new(ServiceMetrics::new());
+        let metrics = Arc::new(ServiceMetrics::with_options(
+            MetricsDetail::Vertex,
+            std::time::Duration::from_secs(30),
+        ));
         let labels = JobLabels {
             job_key: name.to_owned(),
             source: "bench".to_owned(),
@@ -125,7 +128,7 @@ fn bench_cycle_exported(c: &mut Criterion) {
         let vertices = p.scenario.topology.len();
         let tpr = scraped
             .lines()
-            .filter(|l| l.starts_with("flink_autoscaler_true_processing_rate{"))
+            .filter(|l| l.starts_with("flink_autoscaler_vertex_true_processing_rate_records_per_second{"))
             .count();
         assert!(
             tpr >= vertices,

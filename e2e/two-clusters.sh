@@ -11,7 +11,7 @@
 # 4. passes when, from Flink's own REST view, both bottlenecks were rescaled up, both jobs and all
 #    their vertices are RUNNING and both sources' backpressure fell below --max-backpressure-after
 #    and below half of its baseline; /livez and /readyz answer 200; /metrics has
-#    flink_autoscaler_true_processing_rate series and flink_autoscaler_scalings_total >= 1 for both
+#    flink_autoscaler_vertex_true_processing_rate_average_records_per_second series and flink_autoscaler_scalings_total >= 1 for both
 #    jobs; and SIGTERM stops the autoscaler with exit status 0.
 #
 # Prints "e2e2: PASS" or "e2e2: FAIL: <reason>" (exit 1). Without java/javac it fails under CI=true
@@ -139,7 +139,7 @@ METRICS="http://127.0.0.1:$METRICS_PORT"
 # 3. One autoscaler for both.
 say "running the autoscaler (log: $OUT/autoscaler.log)"
 setsid "$BIN" run --flink-url "a=$URL_A" --yarn-rm-url "yarn=http://127.0.0.1:$RM_PORT" \
-    --config "$E2E_DIR/autoscaler.yaml" --state memory --metrics-addr "127.0.0.1:$METRICS_PORT" \
+    --config "$E2E_DIR/autoscaler.yaml" --state memory --metrics-addr "127.0.0.1:$METRICS_PORT" --metrics-detail vertex \
     >"$OUT/autoscaler.log" 2>&1 &
 AS_PID=$!
 T_CMD=$(now_s)
@@ -171,8 +171,8 @@ done
 rest "$METRICS/metrics" >"$OUT/metrics.txt"
 for side in A B; do
     job_var="JOB_$side"
-    grep -q "^flink_autoscaler_true_processing_rate{.*job_id=\"${!job_var}\"" "$OUT/metrics.txt" \
-        || fail "/metrics has no flink_autoscaler_true_processing_rate series for job $side (${!job_var})"
+    grep -q "^flink_autoscaler_vertex_true_processing_rate_average_records_per_second{.*job_id=\"${!job_var}\"" "$OUT/metrics.txt" \
+        || fail "/metrics has no flink_autoscaler_vertex_true_processing_rate_average_records_per_second series for job $side (${!job_var})"
     scalings="$(awk -v id="${!job_var}" '$1 ~ "^flink_autoscaler_scalings_total[{]" && index($1, "job_id=\"" id "\"") {print $2}' "$OUT/metrics.txt")"
     [[ -n "$scalings" ]] && python3 -c "import sys; sys.exit(0 if $scalings >= 1 else 1)" \
         || fail "flink_autoscaler_scalings_total of job $side is '${scalings}', expected >= 1"

@@ -188,6 +188,11 @@ pub trait JobAutoScalerContext<K>: Send + Sync {
             .get("taskmanager.memory.process.size")
             .and_then(|v| crate::config::parse_memory_size(v).ok())
     }
+    /// The name of the source (cluster, ResourceManager) the job was listed from, if the platform
+    /// has several: the `source` field of the job's log lines.
+    fn log_source(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A ready-made [`JobAutoScalerContext`] carrying the platform's client `C`.

@@ -501,7 +501,12 @@ impl CycleOutcome {
     }
 }
 
+/// Completes given metrics with the cycle's restart time ([`CycleMetrics::Evaluated`]).
+pub type CompleteEvaluation<'a> = Box<dyn FnOnce(&JobTopology, Duration) -> EvaluatedMetrics + 'a>;
+
 /// The metrics a cycle decides on.
+// One value per cycle, moved once: boxing the collection would cost an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum CycleMetrics<'a> {
     /// A collection taken at `collected_at` (the cycle's `now` for a live collection), added to
     /// the stored window and evaluated with it ([`observe`], [`assess`]).
@@ -519,7 +524,7 @@ pub enum CycleMetrics<'a> {
         /// When the job last switched to RUNNING, if known (the restart-duration recording).
         job_running_since: Option<DateTime<Utc>>,
         /// Completes the given metrics with the cycle's restart time.
-        complete: Box<dyn FnOnce(&JobTopology, Duration) -> EvaluatedMetrics + 'a>,
+        complete: CompleteEvaluation<'a>,
     },
 }
 

@@ -184,6 +184,9 @@ pub struct TprRecord {
 /// The decision of one vertex, explained.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VertexRecord {
+    /// The vertex's name in the job graph, when it has one (people read names, ids join).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Parallelism during the cycle.
     pub current_parallelism: u32,
     /// Parallelism after the cycle (equals current unless the job's outcome is `scale`).
@@ -220,6 +223,16 @@ pub struct VertexRecord {
     pub until: Option<DateTime<Utc>>,
     /// The reason in words, with the numbers behind it.
     pub detail: String,
+}
+
+impl VertexRecord {
+    /// How a person reads the vertex `id`: `name (id)`, or the id alone when it has no name.
+    pub fn label(&self, id: &str) -> String {
+        match self.name.as_deref() {
+            Some(name) if !name.is_empty() && name != id => format!("{name} ({id})"),
+            _ => id.to_owned(),
+        }
+    }
 }
 
 /// The job's utilization band.
@@ -358,6 +371,7 @@ fn vertex_base(
     let up = get(ScalingMetric::ScaleUpRateThreshold, false);
     let down = get(ScalingMetric::ScaleDownRateThreshold, false);
     VertexRecord {
+        name: None,
         current_parallelism: current,
         target_parallelism: current,
         recommended_parallelism: current,
@@ -471,7 +485,14 @@ fn summary_of(outcome: DecisionOutcome, vertices: &BTreeMap<String, VertexRecord
         .iter()
         .filter(|(_, v)| v.recommended_parallelism != v.current_parallelism)
         .filter(|(_, v)| !matches!(v.reason, VertexReason::WithinBounds))
-        .map(|(id, v)| format!("{id} {} -> {}", v.current_parallelism, v.recommended_parallelism))
+        .map(|(id, v)| {
+            format!(
+                "{} {} -> {}",
+                v.label(id),
+                v.current_parallelism,
+                v.recommended_parallelism
+            )
+        })
         .collect();
     let count = |n: usize| {
         if n == 1 {
@@ -533,7 +554,13 @@ impl DecisionRecord {
                     "not evaluated this cycle".to_owned(),
                 ),
             };
-            vertices.insert(info.id.to_string(), record);
+            vertices.insert(
+                info.id.to_string(),
+                VertexRecord {
+                    name: info.name.clone(),
+                    ..record
+                },
+            );
         }
         Self {
             format: DECISION_RECORD_FORMAT.to_owned(),
@@ -576,13 +603,16 @@ impl DecisionRecord {
                         let metrics = evaluated.and_then(|e| e.vertices.get(info.id.as_str()));
                         (
                             info.id.to_string(),
-                            vertex_base(
-                                info.parallelism.get(),
-                                metrics,
-                                None,
-                                VertexReason::NotReady,
-                                format!("no decision this cycle ({reason})"),
-                            ),
+                            VertexRecord {
+                                name: info.name.clone(),
+                                ..vertex_base(
+                                    info.parallelism.get(),
+                                    metrics,
+                                    None,
+                                    VertexReason::NotReady,
+                                    format!("no decision this cycle ({reason})"),
+                                )
+                            },
                         )
                     })
                     .collect()

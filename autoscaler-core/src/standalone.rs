@@ -46,7 +46,7 @@ use crate::job_autoscaler::AUTOSCALER_ERROR_REASON;
 use crate::model::event::EventType;
 use crate::ownership::{JobOwnership, Ownership, OwnershipStats};
 use std::collections::{HashMap, HashSet};
-use std::fmt::Debug;
+use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
@@ -228,7 +228,7 @@ where
 
 impl<K, Ctx> StandaloneAutoscaler<K, Ctx>
 where
-    K: Clone + Eq + Hash + Debug + Send + Sync + 'static,
+    K: Clone + Eq + Hash + Debug + Display + Send + Sync + 'static,
     Ctx: JobAutoScalerContext<K> + 'static,
 {
     /// A loop that fetches with `fetcher`, scales with `autoscaler` and reports to `events`.
@@ -489,7 +489,7 @@ where
         for ctx in jobs {
             let key = ctx.job_key().clone();
             if self.in_flight.contains(&key) {
-                tracing::debug!(job = ?key, "previous scale still in flight, skipping");
+                tracing::debug!(job = %key, "previous scale still in flight, skipping");
                 report.skipped_in_flight.push(key);
                 continue;
             }
@@ -539,7 +539,9 @@ where
         let events = Arc::clone(&self.events);
         let validator = self.validator.clone();
         let event_interval = self.options.scaling_event_interval;
-        let span = tracing::info_span!("scale", job = ?ctx.job_key());
+        // At ERROR level so that it is enabled whatever the filter: every line of the job's scale,
+        // WARN and ERROR lines included, carries the job (and its source) as plain fields.
+        let span = tracing::error_span!("job", job = %ctx.job_key(), source = ctx.log_source());
         let task_ctx = Arc::clone(&ctx);
         let handle = self.tasks.spawn(
             async move {
@@ -586,7 +588,7 @@ where
             // A panic inside one job's scale must not take the loop down; report it as the
             // reference reports any Throwable escaping `scale`.
             let message = panic_message(e);
-            tracing::error!(job = ?key, "scaling panicked: {message}");
+            tracing::error!(job = %key, source = ctx.log_source(), "scaling panicked: {message}");
             self.events
                 .handle_event(&*ctx, EventType::Warning, AUTOSCALER_ERROR_REASON, &message, None, None)
                 .await;
@@ -616,7 +618,7 @@ where
     }
 
     async fn cleanup(&mut self, key: &K) {
-        tracing::info!(job = ?key, "job is gone, cleaning up");
+        tracing::info!(job = %key, "job is gone, cleaning up");
         self.autoscaler.cleanup(key).await;
         if let Some(owners) = &mut self.owners {
             owners.dispatched_epochs.remove(key);
@@ -855,7 +857,8 @@ async fn scale_one<K, Ctx>(
         Some(Ok(())) | None => {}
     }
     if let Err(e) = autoscaler.scale(ctx).await {
-        tracing::warn!(error = %e, "scaling failed");
+        // Already logged once, by the event handler that reported it.
+        tracing::debug!(error = %e, "scaling failed");
     }
 }
 

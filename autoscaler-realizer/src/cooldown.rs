@@ -503,7 +503,7 @@ impl<A, R, K, Ctx> autoscaler_core::JobAutoScaler<K, Ctx> for RescaleInFlightGua
 where
     A: autoscaler_core::JobAutoScaler<K, Ctx>,
     R: ScalingRealizer<K, Ctx>,
-    K: Eq + Hash + Clone + Send + Sync + std::fmt::Debug,
+    K: Eq + Hash + Clone + Send + Sync + std::fmt::Debug + std::fmt::Display,
     Ctx: JobAutoScalerContext<K> + crate::FlinkRestContext,
 {
     async fn scale(&self, ctx: &Ctx) -> Result<(), autoscaler_core::AutoscalerError> {
@@ -512,9 +512,9 @@ where
             InFlight::None => {}
             InFlight::Held(_) => {
                 if let Err(error) = self.cooldown.poll(ctx).await {
-                    tracing::warn!(job = ?key, %error, "could not realize a held rescale");
+                    tracing::warn!(job = %key, %error, "could not realize a held rescale");
                 }
-                tracing::debug!(job = ?key, "rescale in flight (held in the cooldown): cycle skipped");
+                tracing::debug!(job = %key, "rescale in flight (held in the cooldown): cycle skipped");
                 return Ok(());
             }
             InFlight::Forwarded {
@@ -524,7 +524,7 @@ where
                     Some(job_id) => match ctx.rest_client().job_details(job_id).await {
                         Ok(details) => parallelism_applied(&overrides, &details),
                         Err(error) => {
-                            tracing::debug!(job = ?key, %error, "cannot check an in-flight rescale");
+                            tracing::debug!(job = %key, %error, "cannot check an in-flight rescale");
                             false
                         }
                     },
@@ -533,10 +533,10 @@ where
                 if applied {
                     self.cooldown.settle_in_flight(key);
                 } else if self.cooldown.now() >= expires_at {
-                    tracing::warn!(job = ?key, ?overrides, "Flink never reported the requested parallelism; no longer waiting for it");
+                    tracing::warn!(job = %key, ?overrides, "Flink never reported the requested parallelism; no longer waiting for it");
                     self.cooldown.settle_in_flight(key);
                 } else {
-                    tracing::debug!(job = ?key, "rescale in flight (Flink has not applied it yet): cycle skipped");
+                    tracing::debug!(job = %key, "rescale in flight (Flink has not applied it yet): cycle skipped");
                     return Ok(());
                 }
             }

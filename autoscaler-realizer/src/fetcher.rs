@@ -55,12 +55,12 @@ impl FlinkClusterJobListFetcher {
         // state is not cleaned up) and the autoscaler reports the bad option as the job's error event
         // and skips it, while the other jobs go on.
         let timeout = rest_client_timeout(&configuration).unwrap_or_else(|e| {
-            tracing::warn!(job = %job.jid, error = %e, "using the base REST timeout for this job");
+            tracing::warn!(job_id = %job.jid, error = %e, "using the base REST timeout for this job");
             base_timeout
         });
         let status = job.effective_status();
         if status.is_none() {
-            tracing::warn!(job = %job.jid, state = %job.state, "unknown job state; the job will not be scaled");
+            tracing::warn!(job_id = %job.jid, state = %job.state, "unknown job state; the job will not be scaled");
         }
         Ok(BasicJobContext {
             job_key: job.jid.clone(),

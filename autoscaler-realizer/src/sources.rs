@@ -41,6 +41,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// What one job of a source is, for labels and keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +99,9 @@ impl JobAutoScalerContext<String> for SourceJobContext {
     }
     fn metrics_reporter(&self) -> &dyn AutoscalerMetricsReporter {
         &*self.reporter
+    }
+    fn log_source(&self) -> Option<&str> {
+        Some(&self.labels.source)
     }
 }
 
@@ -250,8 +254,15 @@ pub trait SourceObserver: Send + Sync {
         Arc::new(NoopMetricsReporter)
     }
     /// A source was listed (`Ok(number of jobs)`) or failed (`Err(message)`), after `elapsed`.
+    /// A YARN source some of whose applications could not be listed is `Err`.
     fn source_fetched(&self, source: &str, outcome: Result<usize, &str>, elapsed: Duration) {
         let _ = (source, outcome, elapsed);
+    }
+    /// Jobs of the source were listed: the source answered, and so did at least one of its units
+    /// (or it has none). Called with [`source_fetched`](Self::source_fetched) also when a few YARN
+    /// applications failed while the others were listed.
+    fn source_listed(&self, source: &str) {
+        let _ = source;
     }
 }
 
@@ -405,7 +416,9 @@ async fn fetch_cluster(
             job_id: job.jid.clone(),
             job_name: job.name.clone(),
         };
-        match fetcher.job_context(base, timeout, job).await {
+        // Its lines (an unknown state, a bad timeout) name the job by key and source.
+        let span = tracing::error_span!("job", job = %labels.job_key, source = %source.name);
+        match fetcher.job_context(base, timeout, job).instrument(span).await {
             Ok(ctx) => jobs.push(JobFetch::Ok(Box::new(SourceJobContext {
                 reporter: observer.job_reporter(&labels),
                 labels,
@@ -497,7 +510,7 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
                                     match job {
                                         JobFetch::Ok(ctx) => current.push((**ctx).clone()),
                                         JobFetch::Failed { job_key, error } => {
-                                            tracing::warn!(job = %job_key, %error, "could not read a job's configuration; skipping it this cycle");
+                                            tracing::warn!(job = %job_key, source = %source.name, %error, "could not read a job's configuration; skipping it this cycle");
                                             if let Some(old) = previous.iter().find(|c| &c.labels.job_key == job_key) {
                                                 current.push(stale(old));
                                             }
@@ -509,6 +522,9 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
                                 last.insert(unit.unit.clone(), current);
                             }
                         }
+                    }
+                    if units.is_empty() || unit_errors.len() < units.len() {
+                        self.observer.source_listed(&source.name);
                     }
                     let outcome = if unit_errors.is_empty() {
                         Ok(listed)

@@ -86,6 +86,7 @@ fn closed_port() -> u16 {
 #[derive(Default)]
 struct Recorder {
     fetched: Mutex<Vec<(String, Result<usize, String>)>>,
+    listed: Mutex<Vec<String>>,
 }
 
 impl SourceObserver for Recorder {
@@ -98,9 +99,16 @@ impl SourceObserver for Recorder {
     fn job_reporter(&self, _labels: &JobLabels) -> Arc<dyn autoscaler_core::AutoscalerMetricsReporter> {
         Arc::new(autoscaler_core::NoopMetricsReporter)
     }
+    fn source_listed(&self, source: &str) {
+        self.listed.lock().expect("lock").push(source.to_owned());
+    }
 }
 
 impl Recorder {
+    fn take_listed(&self) -> Vec<String> {
+        std::mem::take(&mut *self.listed.lock().expect("lock"))
+    }
+
     fn take(&self) -> Vec<(String, Result<usize, String>)> {
         std::mem::take(&mut *self.fetched.lock().expect("lock"))
     }
@@ -314,6 +322,47 @@ async fn an_application_that_is_gone_vanishes_and_an_unreachable_one_keeps_its_j
     // The application ends: its job vanishes.
     set_apps(&rm, json!({"apps": null})).await;
     assert!(fetcher.fetch(&Configuration::new()).await.expect("fetch").is_empty());
+}
+
+/// A YARN source is listed (for readiness) while one of its applications answers; a failed
+/// application still counts as a failed fetch.
+#[tokio::test]
+async fn a_source_is_listed_while_one_of_its_applications_answers() {
+    let jm1 = jobmanager(&[(J1, "a")]).await;
+    let refused = format!("127.0.0.1:{}", closed_port());
+    let rm = MockServer::start().await;
+    set_apps(
+        &rm,
+        json!({"apps": {"app": [
+            app("application_1_0001", &host_port(&jm1), "http://unused/"),
+            app("application_1_0002", &refused, "http://unused/"),
+        ]}}),
+    )
+    .await;
+    let observer = Arc::new(Recorder::default());
+    let fetcher = MultiSourceJobListFetcher::new(
+        vec![yarn_source("y", &rm.uri(), JobManagerAccess::Direct)],
+        observer.clone(),
+    )
+    .expect("fetcher");
+    let jobs = fetcher.fetch(&Configuration::new()).await.expect("fetch");
+    assert_eq!(jobs.len(), 1);
+    let outcome = observer.take().pop().expect("observed");
+    assert!(outcome.1.is_err_and(|e| e.contains("application_1_0002")));
+    assert_eq!(observer.take_listed(), vec!["y".to_owned()]);
+
+    // Every application fails: the source is not listed.
+    set_apps(
+        &rm,
+        json!({"apps": {"app": [app("application_1_0002", &refused, "http://unused/")]}}),
+    )
+    .await;
+    let _ = fetcher.fetch(&Configuration::new()).await;
+    assert!(observer.take_listed().is_empty());
+    // No application at all: listed (nothing to list).
+    set_apps(&rm, json!({"apps": null})).await;
+    let _ = fetcher.fetch(&Configuration::new()).await;
+    assert_eq!(observer.take_listed(), vec!["y".to_owned()]);
 }
 
 #[tokio::test]

@@ -131,11 +131,14 @@ pub fn render(record: &DecisionRecord) -> String {
             format!("parallelism {} -> {}", v.current_parallelism, v.target_parallelism)
         };
         let role = match (&v.role, &v.bottleneck) {
-            (Some(role), Some(b)) => format!(", {} by {b}", role.as_str()),
+            (Some(role), Some(b)) => {
+                let by = record.vertices.get(b).map_or_else(|| b.clone(), |v| v.label(b));
+                format!(", {} by {by}", role.as_str())
+            }
             (Some(role), None) => format!(", {}", role.as_str()),
             _ => String::new(),
         };
-        let _ = writeln!(out, "{id}: {parallelism}{role}");
+        let _ = writeln!(out, "{}: {parallelism}{role}", v.label(id));
         let _ = writeln!(out, "  {}: {}", v.reason.as_str(), v.detail);
         let source = v
             .true_processing_rate

@@ -310,14 +310,14 @@ where
     ) {
         let job_key = ctx.job_key().to_string();
         match event_type {
-            EventType::Normal => tracing::info!(job_key, reason, message, "autoscaler event"),
-            EventType::Warning => tracing::warn!(job_key, reason, message, "autoscaler event"),
+            EventType::Normal => tracing::info!(job = %job_key, reason, message, "autoscaler event"),
+            EventType::Warning => tracing::warn!(job = %job_key, reason, message, "autoscaler event"),
         }
         if let Err(error) = self
             .store_event(&job_key, event_type, reason, message, message_key, interval)
             .await
         {
-            tracing::error!(job_key, reason, %error, "could not store an autoscaler event");
+            tracing::error!(job = %job_key, reason, %error, "could not store an autoscaler event");
         }
     }
 

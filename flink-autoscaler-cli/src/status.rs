@@ -1,8 +1,14 @@
 //! The job status endpoints of `flink-autoscaler run`: the latest [`DecisionRecord`] of every job.
 //!
-//! - `GET /jobs`: `{"jobs": [{"job", "at", "outcome", "reason", "summary"}, ...]}`, sorted by job;
-//! - `GET /jobs/{key}`: `{"job": key, "record": DecisionRecord}`, or 404 with
-//!   `{"error": "unknown job"}`. Keys may contain `/` (`/jobs/prod/abc` is the job `prod/abc`).
+//! - `GET /jobs`: `{"jobs": [{"job", "at", "age_seconds", "stale", "outcome", "reason", "summary"},
+//!   ...]}`, sorted by job;
+//! - `GET /jobs/{key}`: `{"job": key, "age_seconds", "stale", "record": DecisionRecord}`, or 404
+//!   with `{"error": "unknown job"}`. Keys may contain `/` (`/jobs/prod/abc` is the job
+//!   `prod/abc`).
+//!
+//! `age_seconds` is how long ago the record's cycle ran; `stale` is true once that is longer than
+//! the board's staleness bound (the service's `autoscaler.service.readiness.max-staleness`): the
+//! job has not been decided on since (its source cannot be listed, its cycles fail).
 //!
 //! [`DecisionBoard`] keeps the records; [`router`] serves them and merges into the service's own
 //! router (or serves alone on `--status-addr`).
@@ -13,21 +19,44 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 /// The latest decision record per job, shared between the cycles that write and the endpoints
 /// that read.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct DecisionBoard {
     records: RwLock<BTreeMap<String, DecisionRecord>>,
+    max_staleness: Duration,
+}
+
+impl Default for DecisionBoard {
+    fn default() -> Self {
+        Self::with_max_staleness(Duration::from_secs(30))
+    }
 }
 
 impl DecisionBoard {
-    /// An empty board.
+    /// An empty board whose records are stale 30 s after their cycle.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty board whose records are stale `max_staleness` after their cycle.
+    pub fn with_max_staleness(max_staleness: Duration) -> Self {
+        Self {
+            records: RwLock::new(BTreeMap::new()),
+            max_staleness,
+        }
+    }
+
+    /// How old `record` is now (seconds, millisecond precision), and whether that is stale.
+    fn age(&self, record: &DecisionRecord, now: DateTime<Utc>) -> (f64, bool) {
+        let age = (now - record.at).num_milliseconds().max(0) as f64 / 1000.0;
+        (age, age > self.max_staleness.as_secs_f64())
     }
 
     /// Stores `record` as the latest of `job`.
@@ -51,6 +80,7 @@ impl DecisionBoard {
 
     /// The `/jobs` document.
     pub fn list(&self) -> Value {
+        let now = Utc::now();
         let jobs: Vec<Value> = self
             .records
             .read()
@@ -58,7 +88,8 @@ impl DecisionBoard {
                 records
                     .iter()
                     .map(|(job, r)| {
-                        json!({"job": job, "at": r.at, "outcome": r.outcome, "reason": r.reason, "summary": r.summary})
+                        let (age, stale) = self.age(r, now);
+                        json!({"job": job, "at": r.at, "age_seconds": age, "stale": stale, "outcome": r.outcome, "reason": r.reason, "summary": r.summary})
                     })
                     .collect()
             })
@@ -82,7 +113,13 @@ async fn list(State(board): State<Arc<DecisionBoard>>) -> Response {
 
 async fn one(State(board): State<Arc<DecisionBoard>>, Path(key): Path<String>) -> Response {
     match board.get(&key) {
-        Some(record) => json_response(StatusCode::OK, &json!({"job": key, "record": record})),
+        Some(record) => {
+            let (age, stale) = board.age(&record, Utc::now());
+            json_response(
+                StatusCode::OK,
+                &json!({"job": key, "age_seconds": age, "stale": stale, "record": record}),
+            )
+        }
         None => json_response(StatusCode::NOT_FOUND, &json!({"error": "unknown job", "job": key})),
     }
 }
@@ -189,6 +226,23 @@ mod tests {
         )
     }
 
+    #[test]
+    fn records_carry_their_age_and_go_stale_after_the_bound() {
+        let board = DecisionBoard::with_max_staleness(Duration::from_secs(30));
+        let mut fresh = record("fresh");
+        fresh.at = Utc::now() - chrono::Duration::seconds(10);
+        board.publish("fresh", fresh);
+        board.publish("old", record("old"));
+        let list = board.list();
+        let jobs = list["jobs"].as_array().cloned().unwrap_or_default();
+        assert_eq!(jobs[0]["job"], "fresh");
+        assert_eq!(jobs[0]["stale"], false);
+        let age = jobs[0]["age_seconds"].as_f64().unwrap_or_default();
+        assert!((10.0..20.0).contains(&age), "{age}");
+        assert_eq!(jobs[1]["job"], "old");
+        assert_eq!(jobs[1]["stale"], true, "a record of 1970 is stale");
+    }
+
     #[tokio::test]
     async fn serves_the_latest_record_per_job_over_loopback() {
         let board = Arc::new(DecisionBoard::new());
@@ -216,6 +270,8 @@ mod tests {
         let one: Value = serde_json::from_str(&one).unwrap_or_default();
         assert_eq!(one["job"], "prod/abc");
         assert_eq!(one["record"]["reason"], "insufficient_samples");
+        assert_eq!(one["stale"], true, "{one}");
+        assert!(one["age_seconds"].as_f64().is_some_and(|a| a > 1e9), "{one}");
         let missing = fetch_loopback(&format!("http://{addr}/jobs/nope"), timeout).await;
         assert!(missing.is_err_and(|e| e.contains("HTTP 404")));
         assert!(

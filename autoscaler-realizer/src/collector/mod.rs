@@ -136,10 +136,10 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                 Some(listed) => listed.clone(),
                 None => list_metric_names(client, job_id, &vertex.id).await?,
             };
-            names.insert(
-                vertex.id.clone(),
-                filter_vertex_metric_names(&vertex.id, &all, vertex.is_source())?,
-            );
+            // Its log lines name the vertex by id and name.
+            let span = tracing::error_span!("vertex", vertex = %vertex.id, vertex_name = vertex.name.as_deref());
+            let filtered = span.in_scope(|| filter_vertex_metric_names(&vertex.id, &all, vertex.is_source()))?;
+            names.insert(vertex.id.clone(), filtered);
         }
         names.retain(|id, _| topology.get(id.as_str()).is_some_and(|v| !v.finished));
         lock(&self.metric_names).insert(job_key.clone(), names.clone());

@@ -64,6 +64,17 @@ pub enum RestError {
 }
 
 impl RestError {
+    /// Every [`kind`](Self::kind), in declaration order.
+    pub const KINDS: [&'static str; 7] = [
+        "status",
+        "timeout",
+        "transport",
+        "decode",
+        "body_too_large",
+        "invalid_id",
+        "config",
+    ];
+
     /// A short, stable name of the variant (`status`, `timeout`, `transport`, `decode`,
     /// `body_too_large`, `invalid_id`, `config`): the `kind` label of
     /// [`crate::rest::REST_REQUEST_ERRORS`].

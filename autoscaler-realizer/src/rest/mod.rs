@@ -37,6 +37,27 @@ pub const REST_REQUEST_ERRORS: &str = "flink_autoscaler_rest_request_errors_tota
 /// Route template of the subtask-metrics endpoint (listing and aggregated values).
 const SUBTASK_METRICS_ROUTE: &str = "/jobs/:jobid/vertices/:vertexid/subtasks/metrics";
 
+/// Every request the client sends, as the `method` and `endpoint` labels of
+/// [`REST_REQUEST_DURATION`] and [`REST_REQUEST_ERRORS`]: a service initialises the error counter
+/// of each (with each [`RestError::KINDS`]) at 0, so the first failure shows in `increase()`.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/jobs/overview"),
+    ("GET", "/jobs/:jobid"),
+    ("GET", "/jobs/:jobid/status"),
+    ("GET", "/jobs/:jobid/metrics"),
+    ("GET", "/jobs/:jobid/plan"),
+    ("GET", "/jobs/:jobid/config"),
+    ("GET", "/jobs/:jobid/jobmanager/config"),
+    ("GET", "/jobmanager/config"),
+    ("GET", SUBTASK_METRICS_ROUTE),
+    ("GET", "/jobs/:jobid/vertices/:vertexid/metrics"),
+    ("GET", "/taskmanagers/metrics"),
+    ("GET", "/jobmanager/metrics"),
+    ("GET", "/jobs/:jobid/resource-requirements"),
+    ("PUT", "/jobs/:jobid/resource-requirements"),
+    ("GET", "/ws/v1/cluster/apps"),
+];
+
 /// An extra header sent with every request (e.g. `Authorization: Bearer ...` in front of a proxy).
 #[derive(Clone, PartialEq, Eq)]
 pub struct AuthHeader {
@@ -505,6 +526,10 @@ impl FlinkRestClient {
     fn observe(&self, method: &Method, route: &'static str, started: Instant, error: Option<&RestError>) {
         let source = self.inner.config.metrics_source.clone();
         let method = method_label(method);
+        debug_assert!(
+            ROUTES.contains(&(method, route)),
+            "{method} {route} is missing from ROUTES"
+        );
         metrics::histogram!(
             REST_REQUEST_DURATION,
             "source" => source.clone(),

@@ -84,6 +84,10 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// What `/metrics` serves per job: `job` (its info and counters, a few hundred bytes) or
+    /// `vertex` (also every evaluated metric of the job and its vertices).
+    #[arg(long, value_enum, default_value = "job")]
+    pub metrics_detail: metrics::MetricsDetail,
     /// Stop after this long (Flink duration syntax); default: run until SIGTERM / ctrl-c.
     #[arg(long)]
     pub run_for: Option<String>,
@@ -237,15 +241,22 @@ fn forget_status(board: &Arc<DecisionBoard>) -> crate::service::CleanupHook {
     Arc::new(move |job: &String| board.remove(job))
 }
 
-/// Installs the Prometheus recorder of the `metrics` facade (once per process) and returns its
-/// renderer.
-fn install_prometheus_recorder() -> Result<http::ProcessMetricsRenderer> {
+/// Installs the Prometheus recorder of the `metrics` facade (once per process) with the HELP
+/// texts, the error counters at 0 and the `process_*` collector, and returns its renderer.
+fn install_prometheus_recorder(sources: &[&str], store: Option<&'static str>) -> Result<http::ProcessMetricsRenderer> {
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(metrics::LATENCY_BUCKETS)
         .context("metric buckets")?
         .install_recorder()
         .context("cannot install the Prometheus recorder")?;
-    Ok(Arc::new(move || handle.render()))
+    metrics::describe_process_series();
+    metrics::init_error_counters(sources.iter().copied(), store);
+    let process = metrics_process::Collector::default();
+    process.describe();
+    Ok(Arc::new(move || {
+        process.collect();
+        handle.render()
+    }))
 }
 
 /// Runs the standalone autoscaler until shutdown.
@@ -300,6 +311,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let grace = autoscaler_core::config::parse_duration(&args.shutdown_grace)
         .map_err(|e| anyhow::anyhow!("--shutdown-grace {:?}: {e}", args.shutdown_grace))?;
     let loop_options = ControlLoopOptions::from_configuration(&base).context("control loop options")?;
+    crate::logging::set_repeat_interval(loop_options.scaling_event_interval);
+    let max_staleness =
+        metrics::readiness_max_staleness(&base, loop_options.interval).map_err(|e| anyhow::anyhow!(e))?;
     let rest_config = RestClientConfig::from_configuration(&base).context("autoscaler options in --config")?;
 
     for url in args.flink_urls.iter().chain(&args.yarn_rm_urls) {
@@ -309,7 +323,8 @@ pub async fn run(args: RunArgs) -> Result<()> {
         warn_if_password_on_command_line("--state", state);
     }
     let specs = settings::source_specs(&args.flink_urls, &args.yarn_rm_urls, &base)?;
-    let metrics = Arc::new(ServiceMetrics::new());
+    let metrics = Arc::new(ServiceMetrics::with_options(args.metrics_detail, max_staleness));
+    metrics.register_sources(specs.iter().map(|s| s.name.as_str()));
     let sources = specs
         .iter()
         .map(|spec| settings::build_source(spec, &base, &rest_config))
@@ -379,7 +394,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
         }
         None => None,
     };
-    let board = Arc::new(DecisionBoard::new());
+    let board = Arc::new(DecisionBoard::with_max_staleness(max_staleness));
     let events: Arc<dyn AutoScalerEventHandler<String, Ctx>> =
         Arc::new(DecisionPublisher::new(events, Some(board.clone()), recorder.clone()));
     let collector: Arc<dyn MetricsCollector<String, Ctx>> = Arc::new(RestMetricsCollector::<String>::new());
@@ -439,7 +454,15 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = match args.metrics_addr {
         Some(addr) => {
-            let process = install_prometheus_recorder()?;
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            let store_kind = storage
+                .state_url
+                .expose()
+                .parse::<autoscaler_state::StateUrl>()
+                .ok()
+                .map(|url| url.backend())
+                .filter(|backend| *backend != "memory");
+            let process = install_prometheus_recorder(&names, store_kind)?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("--metrics-addr {addr}"))?;
@@ -605,17 +628,7 @@ fn signal_count() -> tokio::sync::watch::Receiver<u32> {
 
 /// `run`: logging set up, then the service on a multi-threaded runtime.
 pub(crate) fn run_standalone(args: RunArgs) -> std::process::ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => logs.json().init(),
-    }
+    crate::logging::init(args.log_format == LogFormat::Json);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -107,7 +107,7 @@ mod tests {
             let (status, body) = get_text(addr, "/readyz").await;
             assert_eq!(status, 503);
             assert!(body.contains("no job list fetch has succeeded yet"), "{body}");
-            metrics.source_fetched("prod", Ok(1), Duration::ZERO);
+            metrics.source_listed("prod");
             assert_eq!(get_text(addr, "/readyz").await.0, 200);
             let (status, body) = get_text(addr, "/metrics").await;
             assert_eq!(status, 200);
