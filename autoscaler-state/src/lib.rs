@@ -167,7 +167,7 @@
 //! job must be held on this process's clock (its local deadline not passed), the cache must have
 //! been loaded under the current epoch, and the flush's transaction first runs
 //! `UPDATE ... SET epoch = epoch WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > now`.
-//! Matching no row refuses the flush with [`StateError::Fenced`](autoscaler_core::StateError::Fenced) and nothing is written; matching
+//! Matching no row refuses the flush with [`StateError::Fenced`] and nothing is written; matching
 //! it locks the lease row until the commit, so a takeover waits for the flush and the new owner
 //! reads what it wrote.
 //!
