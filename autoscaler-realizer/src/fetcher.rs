@@ -44,13 +44,30 @@ impl FlinkClusterJobListFetcher {
         base_timeout: Duration,
         job: &JobOverview,
     ) -> Result<BasicJobContext<String, FlinkRestClient>, FetchError> {
+        let job_conf = self.job_configuration(job).await?;
+        Ok(self.context(base, base_timeout, job, &job_conf))
+    }
+
+    /// `GET /jobs/<id>/jobmanager/config`: the configuration the job runs with (fixed for the
+    /// job's lifetime, so callers may keep it as long as the job keeps its id and start time).
+    pub(crate) async fn job_configuration(&self, job: &JobOverview) -> Result<Configuration, FetchError> {
         let entries = self
             .client
             .job_jobmanager_config(&job.jid)
             .await
             .map_err(|e| FetchError::Failed(format!("configuration of job {}: {e}", job.jid)))?;
-        let job_conf: Configuration = entries.into_iter().map(|e| (e.key, e.value)).collect();
-        let configuration = base.overlay(&job_conf);
+        Ok(entries.into_iter().map(|e| (e.key, e.value)).collect())
+    }
+
+    /// The context of `job`, whose own configuration is `job_conf`.
+    pub(crate) fn context(
+        &self,
+        base: &Configuration,
+        base_timeout: Duration,
+        job: &JobOverview,
+        job_conf: &Configuration,
+    ) -> BasicJobContext<String, FlinkRestClient> {
+        let configuration = base.overlay(job_conf);
         // A bad value in the job's own configuration is that job's problem: it is listed (so its
         // state is not cleaned up) and the autoscaler reports the bad option as the job's error event
         // and skips it, while the other jobs go on.
@@ -62,14 +79,14 @@ impl FlinkClusterJobListFetcher {
         if status.is_none() {
             tracing::warn!(job_id = %job.jid, state = %job.state, "unknown job state; the job will not be scaled");
         }
-        Ok(BasicJobContext {
+        BasicJobContext {
             job_key: job.jid.clone(),
             job_id: Some(job.jid.clone()),
             job_status: status,
             configuration,
             task_manager_cpu: None,
             client: self.client.with_timeout(timeout),
-        })
+        }
     }
 }
 

@@ -211,6 +211,43 @@ pub struct JobSource {
     name: String,
     kind: SourceKind,
     selection: JobSelection,
+    /// The jobs' own configurations (shared by the clones of the source).
+    configurations: JobConfigurations,
+}
+
+/// Per unit (`source` or `source/application`), per job id: the job's start time and its own
+/// configuration. A job's `jobmanager/config` is fixed while it runs, so it is asked once per job
+/// (and again when the job's start time changes, i.e. it was resubmitted); jobs no longer listed
+/// are forgotten at each listing of their unit.
+#[derive(Debug, Clone, Default)]
+struct JobConfigurations(Arc<Mutex<HashMap<String, UnitConfigurations>>>);
+
+/// Per job id of one unit: the job's start time and its own configuration.
+type UnitConfigurations = HashMap<String, (i64, Arc<Configuration>)>;
+
+impl JobConfigurations {
+    fn get(&self, unit: &str, job: &crate::rest::JobOverview) -> Option<Arc<Configuration>> {
+        let units = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (start, conf) = units.get(unit)?.get(&job.jid)?;
+        (*start == job.start_time).then(|| Arc::clone(conf))
+    }
+
+    /// Replaces what is kept of `unit` by its latest listing.
+    fn replace(&self, unit: &str, jobs: UnitConfigurations) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(unit.to_owned(), jobs);
+    }
+
+    /// Forgets the units of `source` other than `keep`.
+    fn retain_units(&self, source: &str, keep: &std::collections::HashSet<String>) {
+        let prefix = format!("{source}/");
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|unit, _| !unit.starts_with(&prefix) || keep.contains(unit));
+    }
 }
 
 impl JobSource {
@@ -223,6 +260,7 @@ impl JobSource {
             name: name.to_owned(),
             kind,
             selection,
+            configurations: JobConfigurations::default(),
         })
     }
 
@@ -374,6 +412,8 @@ async fn fetch_yarn(
         let jobs = fetch_application(source, &app, access, jobmanager_config, base, observer, &unit).await;
         units.push(UnitFetch { unit, jobs });
     }
+    let listed = units.iter().map(|u| u.unit.clone()).collect();
+    source.configurations.retain_units(&source.name, &listed);
     Ok(units)
 }
 
@@ -408,6 +448,7 @@ async fn fetch_cluster(
     let overview = client.jobs_overview().await.map_err(|e| e.to_string())?;
     let fetcher = FlinkClusterJobListFetcher::new(client);
     let mut jobs = Vec::new();
+    let mut configurations = HashMap::new();
     for job in overview.jobs.iter().filter(|j| source.selection.selects(&j.name)) {
         let labels = JobLabels {
             job_key: format!("{key_prefix}/{}", job.jid),
@@ -418,7 +459,17 @@ async fn fetch_cluster(
         };
         // Its lines (an unknown state, a bad timeout) name the job by key and source.
         let span = tracing::error_span!("job", job = %labels.job_key, source = %source.name);
-        match fetcher.job_context(base, timeout, job).instrument(span).await {
+        let job_conf = match source.configurations.get(&key_prefix, job) {
+            Some(conf) => Ok(conf),
+            None => fetcher.job_configuration(job).instrument(span.clone()).await.map(Arc::new),
+        };
+        let context = job_conf.map(|conf| {
+            let _entered = span.enter();
+            let ctx = fetcher.context(base, timeout, job, &conf);
+            configurations.insert(job.jid.clone(), (job.start_time, conf));
+            ctx
+        });
+        match context {
             Ok(ctx) => jobs.push(JobFetch::Ok(Box::new(SourceJobContext {
                 reporter: observer.job_reporter(&labels),
                 labels,
@@ -432,6 +483,7 @@ async fn fetch_cluster(
             }),
         }
     }
+    source.configurations.replace(&key_prefix, configurations);
     Ok(jobs)
 }
 

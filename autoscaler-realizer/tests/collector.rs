@@ -4,8 +4,10 @@
 mod common;
 
 use autoscaler_core::{
-    CollectError, CollectedJobMetrics, MetricsCollector, config::AutoScalerOptions, config::Configuration,
+    CollectError, CollectedJobMetrics, MetricsCollector, MetricsSnapshot, config::AutoScalerOptions,
+    config::Configuration,
 };
+use autoscaler_metrics::collection::FlinkMetric;
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, ShipStrategy};
 use autoscaler_realizer::RestMetricsCollector;
 use autoscaler_realizer::rest::RestError;
@@ -325,10 +327,27 @@ async fn pending_records_of_a_source_are_summed_into_the_lag() {
         .await;
     mount_job(&server).await;
     let ctx = ctx(client(&server), Configuration::new());
-    let collected = RestMetricsCollector::<String>::new()
+    let collector = RestMetricsCollector::<String>::new();
+    let collected = collector
         .collect(&ctx, &opts(&ctx), stable_now())
         .await
         .expect("collection succeeds");
+
+    // Once the source reports pendingRecords its listing is kept for a minute: the next cycles
+    // use the cached names and partition count, the one a minute later lists it again.
+    for (seconds, listings) in [(10, 1), (59, 1), (60, 2), (70, 2)] {
+        let later = collector
+            .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(seconds))
+            .await
+            .expect("later cycle");
+        assert_eq!(
+            requests_to(&server, &subtask_metrics_path(SOURCE), true).await,
+            listings,
+            "after {seconds} s"
+        );
+        assert_eq!(later.topology.get(SOURCE).map(|v| v.num_source_partitions), Some(3));
+        assert_eq!(vertex(&scaling(&later), SOURCE).get(ScalingMetric::Lag), Some(60_000.0));
+    }
 
     let source = vertex(&scaling(&collected), SOURCE);
     // 40000 + 20000 pending records.
@@ -614,4 +633,53 @@ async fn a_running_timestamp_at_the_end_of_time_does_not_overflow() {
         .await
         .expect("a job that started 'in the future' is collected as stabilizing");
     assert_eq!(collected.job_running_since.timestamp_millis(), max_ms);
+}
+
+#[tokio::test]
+async fn the_cluster_metrics_serve_every_job_of_the_cluster_for_five_seconds() {
+    let server = MockServer::start().await;
+    mount_job(&server).await;
+    let client = client(&server);
+    let first = ctx(client.clone(), Configuration::new());
+    // A second job key on the same cluster (the recorded job's id, as the mock serves only it).
+    let mut second = ctx(client, Configuration::new());
+    second.job_key = "another".to_owned();
+    let collector = RestMetricsCollector::<String>::new();
+    let count = |at: &'static str| {
+        let server = &server;
+        async move {
+            let requests = server.received_requests().await.unwrap_or_default();
+            requests.iter().filter(|r| r.url.path() == at).count()
+        }
+    };
+
+    let a = collector
+        .collect(&first, &opts(&first), stable_now())
+        .await
+        .expect("first job");
+    let b = collector
+        .collect(&second, &opts(&second), stable_now() + TimeDelta::seconds(4))
+        .await
+        .expect("second job");
+    // The GC probe and the values once, the slots once: for both jobs.
+    assert_eq!(count("/taskmanagers/metrics").await, 2);
+    assert_eq!(count("/jobmanager/metrics").await, 1);
+    let (MetricsSnapshot::Flink(a), MetricsSnapshot::Flink(b)) = (&a.metrics, &b.metrics) else {
+        panic!("Flink snapshots");
+    };
+    // The same answer (compared as text: the unrequested skew is NaN in both).
+    assert_eq!(
+        format!("{:?}", a.task_manager_metrics),
+        format!("{:?}", b.task_manager_metrics)
+    );
+    assert_eq!(a.task_slots, b.task_slots);
+    assert!(a.task_manager_metrics.contains_key(&FlinkMetric::TotalGcTimePerSec));
+
+    // Five seconds later the answer is asked again (the GC probe is remembered).
+    collector
+        .collect(&second, &opts(&second), stable_now() + TimeDelta::seconds(5))
+        .await
+        .expect("second job again");
+    assert_eq!(count("/taskmanagers/metrics").await, 3);
+    assert_eq!(count("/jobmanager/metrics").await, 2);
 }

@@ -4,7 +4,8 @@
 
 use autoscaler_core::{JobAutoScalerContext, JobListFetcher, JobStatus, config::Configuration};
 use autoscaler_realizer::sources::{
-    JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, SourceJobContext, SourceKind, SourceObserver,
+    JobLabels, JobSelection, JobSource, MultiSourceJobListFetcher, NoopSourceObserver, SourceJobContext, SourceKind,
+    SourceObserver,
 };
 use autoscaler_realizer::yarn::{JobManagerAccess, YarnResourceManagerClient};
 use autoscaler_realizer::{rest::AuthHeader, rest::FlinkRestClient, rest::RestClientConfig};
@@ -469,4 +470,63 @@ async fn each_source_sends_its_own_auth_header() {
     assert_eq!(fetched[0], ("a".into(), Ok(0)));
     assert_eq!(fetched[1], ("b".into(), Ok(0)));
     assert!(fetched[2].1.is_err(), "no header, no answer: {fetched:?}");
+}
+
+#[tokio::test]
+async fn a_jobs_configuration_is_asked_once_per_job_and_again_for_a_new_start_time() {
+    let jm = jobmanager(&[(J1, "orders"), (J2, "billing")]).await;
+    let fetcher = MultiSourceJobListFetcher::new(
+        vec![flink_source("prod", &jm.uri(), JobSelection::all())],
+        Arc::new(NoopSourceObserver),
+    )
+    .expect("fetcher");
+    let config_requests = |job: &'static str| {
+        let jm = &jm;
+        async move {
+            let requests = jm.received_requests().await.unwrap_or_default();
+            let at = format!("/jobs/{job}/jobmanager/config");
+            requests.iter().filter(|r| r.url.path() == at).count()
+        }
+    };
+    for _ in 0..3 {
+        let jobs = fetcher.fetch(&Configuration::new()).await.expect("fetch");
+        assert_eq!(jobs.len(), 2);
+        assert!(
+            jobs.iter()
+                .all(|j| j.configuration.get("jobmanager.scheduler") == Some("adaptive"))
+        );
+    }
+    assert_eq!(config_requests(J1).await, 1);
+    assert_eq!(config_requests(J2).await, 1);
+
+    // J1 resubmitted under the same id (a new start time): its configuration is asked again.
+    jm.reset().await;
+    let overview = json!({"jobs": [
+        {"jid": J1, "name": "orders", "state": "RUNNING", "start-time": 2,
+         "tasks": {"total": 1, "running": 1, "finished": 0}},
+        {"jid": J2, "name": "billing", "state": "RUNNING", "start-time": 1,
+         "tasks": {"total": 1, "running": 1, "finished": 0}},
+    ]});
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(overview))
+        .mount(&jm)
+        .await;
+    for id in [J1, J2] {
+        Mock::given(method("GET"))
+            .and(path(format!("/jobs/{id}/jobmanager/config")))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!([{"key": "k", "value": "v2"}])))
+            .mount(&jm)
+            .await;
+    }
+    let jobs = fetcher.fetch(&Configuration::new()).await.expect("fetch");
+    let conf = |id: &str| {
+        jobs.iter()
+            .find(|j| j.labels.job_id == id)
+            .map(|j| j.configuration.get("k").map(str::to_owned))
+    };
+    assert_eq!(conf(J1), Some(Some("v2".to_owned())));
+    assert_eq!(conf(J2), Some(None), "J2 kept its configuration");
+    assert_eq!(config_requests(J1).await, 1);
+    assert_eq!(config_requests(J2).await, 0);
 }

@@ -5,12 +5,21 @@
 //! 1. `GET /jobs/<id>`: when the job last became RUNNING, vertex parallelism / max parallelism /
 //!    status / IO counters, and the plan (edges, ship strategies). An empty plan is "not ready".
 //! 2. Per source: list its metric names and count Kafka/Pulsar partitions (used by alignment).
+//!    A source is listed every cycle until it reports `pendingRecords` (registered lazily), then
+//!    every [`SOURCE_METRIC_NAMES_MAX_AGE`] (new partitions show there).
 //! 3. Per vertex: which metrics to query, discovered from its metric names and cached per job
 //!    (`names.rs`); a missing required metric is [`CollectError::MetricNotFound`], or
 //!    [`CollectError::NotReady`] while the job is stabilizing.
 //! 4. Per vertex: the aggregated subtask metrics; several names of one kind (two `pendingRecords`)
 //!    are merged.
 //! 5. The job manager's slot metrics and the task managers' heap/GC/managed/metaspace metrics.
+//!    Both describe the cluster, not the job: one answer serves every job of the cluster for
+//!    [`CLUSTER_METRICS_MAX_AGE`] (Flink itself refreshes them every
+//!    `metrics.fetcher.update-interval`, 10 s by default).
+//!
+//! Everything cached about a job is dropped when the job switched to RUNNING again (a restart or
+//! a rescale), when Flink answers a vertex's query with nothing, and by
+//! [`MetricsCollector::cleanup`].
 //!
 //! The result is a [`MetricsSnapshot::Flink`]: the cycle converts it
 //! ([`autoscaler_metrics::collection::convert_to_scaling_metrics`]) against its metric window, and
@@ -28,11 +37,17 @@ use autoscaler_core::{
 use autoscaler_metrics::collection::{FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics};
 use autoscaler_metrics::time::add_saturating;
 use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
+use chrono::TimeDelta;
 use chrono::{DateTime, Utc};
 use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// How long one answer of a cluster's slot and task-manager metrics serves its jobs.
+pub const CLUSTER_METRICS_MAX_AGE: TimeDelta = TimeDelta::seconds(5);
+/// How long a source's metric listing is reused once the source reports `pendingRecords`.
+pub const SOURCE_METRIC_NAMES_MAX_AGE: TimeDelta = TimeDelta::seconds(60);
 
 /// Task-manager metrics every collection needs.
 const TM_METRICS: [(&str, FlinkMetric); 4] = [
@@ -49,9 +64,9 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 
 /// Collects metrics of jobs whose context carries a [`FlinkRestClient`] ([`FlinkRestContext`]).
 ///
-/// It caches, per job key, the metric names to query per vertex and whether the task managers
-/// report GC metrics. Both are dropped when the job switched to RUNNING again since the previous
-/// collection (a restart or rescale) and by [`MetricsCollector::cleanup`].
+/// It caches, per job key, the metric names to query per vertex and when each source was last
+/// listed (with its partition count), and per cluster (REST base URL) whether the task managers
+/// report GC metrics and the latest slot and task-manager metrics (see the module docs).
 ///
 /// ```
 /// use autoscaler_core::{BasicJobContext, MetricsCollector};
@@ -66,15 +81,32 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 #[derive(Debug)]
 pub struct RestMetricsCollector<K> {
     metric_names: Mutex<HashMap<K, BTreeMap<VertexId, VertexMetricNames>>>,
-    has_gc_metrics: Mutex<HashMap<K, bool>>,
+    source_listings: Mutex<HashMap<K, BTreeMap<VertexId, SourceListing>>>,
+    clusters: Mutex<HashMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
     running_since: Mutex<HashMap<K, DateTime<Utc>>>,
+}
+
+/// When a source was last listed, and what the listing said that the cycle needs again.
+#[derive(Debug, Clone, Copy)]
+struct SourceListing {
+    listed_at: DateTime<Utc>,
+    partitions: u32,
+}
+
+/// What one cluster's jobs share: whether its task managers report GC metrics (probed once) and
+/// the latest answer of the slot and task-manager metrics.
+#[derive(Debug, Default)]
+struct ClusterMetrics {
+    has_gc_metrics: Option<bool>,
+    latest: Option<(DateTime<Utc>, Option<TaskSlotMetrics>, FlinkMetrics)>,
 }
 
 impl<K> Default for RestMetricsCollector<K> {
     fn default() -> Self {
         Self {
             metric_names: Mutex::new(HashMap::new()),
-            has_gc_metrics: Mutex::new(HashMap::new()),
+            source_listings: Mutex::new(HashMap::new()),
+            clusters: Mutex::new(HashMap::new()),
             running_since: Mutex::new(HashMap::new()),
         }
     }
@@ -94,26 +126,84 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
 
     fn forget(&self, job_key: &K) {
         lock(&self.metric_names).remove(job_key);
-        lock(&self.has_gc_metrics).remove(job_key);
+        lock(&self.source_listings).remove(job_key);
         lock(&self.running_since).remove(job_key);
+    }
+
+    /// The shared metrics of the cluster `client` talks to.
+    fn cluster(&self, client: &FlinkRestClient) -> Arc<tokio::sync::Mutex<ClusterMetrics>> {
+        Arc::clone(lock(&self.clusters).entry(client.base_url().to_owned()).or_default())
     }
 
     /// Remembers when the job last switched to RUNNING and drops the job's caches when that moved
     /// since the previous collection (the job restarted or was rescaled: its vertices and metrics
     /// may have changed), as the reference's collector does when it clears a void window.
-    fn note_running_since(&self, job_key: &K, running_since: DateTime<Utc>) {
+    async fn note_running_since(&self, job_key: &K, client: &FlinkRestClient, running_since: DateTime<Utc>) {
         let previous = lock(&self.running_since).insert(job_key.clone(), running_since);
         if previous.is_some_and(|previous| running_since > previous) {
             tracing::info!(%running_since, "Job updated. Clearing metrics.");
             lock(&self.metric_names).remove(job_key);
-            lock(&self.has_gc_metrics).remove(job_key);
+            lock(&self.source_listings).remove(job_key);
+            // The job's task managers may be new ones: probe their GC metrics again.
+            let cluster = self.cluster(client);
+            cluster.lock().await.has_gc_metrics = None;
         }
     }
 
+    /// The metric names of the sources to (re)list this cycle: a source never listed (or whose
+    /// caches were dropped), one without `pendingRecords` yet, or one listed
+    /// [`SOURCE_METRIC_NAMES_MAX_AGE`] ago. Returns the fresh listings and the partition count of
+    /// every source.
+    async fn list_sources(
+        &self,
+        job_key: &K,
+        client: &FlinkRestClient,
+        job_id: &str,
+        sources: &[VertexId],
+        now: DateTime<Utc>,
+    ) -> Result<(BTreeMap<VertexId, BTreeSet<String>>, BTreeMap<VertexId, u32>), CollectError> {
+        let listings = lock(&self.source_listings).get(job_key).cloned().unwrap_or_default();
+        let names = lock(&self.metric_names).get(job_key).cloned();
+        let mut listed = BTreeMap::new();
+        let mut partitions = BTreeMap::new();
+        let mut updated = BTreeMap::new();
+        for id in sources {
+            let reported_pending = names
+                .as_ref()
+                .and_then(|n| n.get(id))
+                .is_some_and(|n| n.values().any(|m| *m == FlinkMetric::PendingRecords));
+            match listings.get(id) {
+                Some(listing)
+                    if reported_pending
+                        && now >= listing.listed_at
+                        && now - listing.listed_at < SOURCE_METRIC_NAMES_MAX_AGE =>
+                {
+                    partitions.insert(id.clone(), listing.partitions);
+                    updated.insert(id.clone(), *listing);
+                }
+                _ => {
+                    let all = list_metric_names(client, job_id, id).await?;
+                    let count = count_source_partitions(all.iter().map(String::as_str));
+                    partitions.insert(id.clone(), count);
+                    updated.insert(
+                        id.clone(),
+                        SourceListing {
+                            listed_at: now,
+                            partitions: count,
+                        },
+                    );
+                    listed.insert(id.clone(), all);
+                }
+            }
+        }
+        lock(&self.source_listings).insert(job_key.clone(), updated);
+        Ok((listed, partitions))
+    }
+
     /// The names to query per non-finished vertex. All vertices are listed when the cached vertex set
-    /// differs from the topology's, otherwise only the sources (whose `pendingRecords` appears
-    /// lazily). As in the reference, finished vertices are dropped from the cache, so while one is
-    /// finished every vertex is listed each cycle.
+    /// differs from the topology's, otherwise only the sources listed this cycle are filtered
+    /// again (see [`Self::list_sources`]). As in the reference, finished vertices are dropped from
+    /// the cache, so while one is finished every vertex is listed each cycle.
     async fn filtered_metric_names(
         &self,
         job_key: &K,
@@ -129,7 +219,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
             _ => (BTreeMap::new(), false),
         };
         for vertex in topology.vertices() {
-            if vertex.finished || (only_sources && !vertex.is_source()) {
+            if vertex.finished || (only_sources && !source_names.contains_key(&vertex.id)) {
                 continue;
             }
             let all = match source_names.get(&vertex.id) {
@@ -167,19 +257,34 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                 // has no metrics, so it is not scaled.
                 tracing::warn!(%vertex, names = ?query, "Flink returned no metrics for the vertex; relisting its metric names next cycle");
                 lock(&self.metric_names).remove(job_key);
+                lock(&self.source_listings).remove(job_key);
             }
             out.insert(vertex.clone(), merge_by_metric(vertex_names, &values));
         }
         Ok(out)
     }
 
-    /// Task-manager metrics. Whether GC metrics exist is probed once per job (Flink answers nothing
-    /// at all when one requested name is missing) and cached; if even the base set is missing the
-    /// cache is reset and the collection fails, to be retried next cycle.
-    async fn task_manager_metrics(&self, job_key: &K, client: &FlinkRestClient) -> Result<FlinkMetrics, CollectError> {
+    /// The cluster's slot and task-manager metrics, asked at most once per
+    /// [`CLUSTER_METRICS_MAX_AGE`] for all its jobs (the jobs waiting meanwhile reuse the answer).
+    /// Whether GC metrics exist is probed once per cluster (Flink answers nothing at all when one
+    /// requested name is missing); if even the base set is missing the probe is forgotten and the
+    /// collection fails, to be retried next cycle.
+    async fn cluster_metrics(
+        &self,
+        client: &FlinkRestClient,
+        now: DateTime<Utc>,
+    ) -> Result<(Option<TaskSlotMetrics>, FlinkMetrics), CollectError> {
+        let cluster = self.cluster(client);
+        let mut cluster = cluster.lock().await;
+        if let Some((at, slots, task_managers)) = &cluster.latest
+            && now >= *at
+            && now - *at < CLUSTER_METRICS_MAX_AGE
+        {
+            return Ok((*slots, task_managers.clone()));
+        }
+        let slots = task_slot_metrics(client).await?;
         let with_gc: Vec<(&str, FlinkMetric)> = TM_METRICS.iter().copied().chain([TM_GC_METRIC]).collect();
-        let cached = lock(&self.has_gc_metrics).get(job_key).copied();
-        let has_gc = match cached {
+        let has_gc = match cluster.has_gc_metrics {
             Some(has_gc) => has_gc,
             None => {
                 let probe = query_task_manager_metrics(client, &with_gc).await?;
@@ -187,17 +292,19 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                 if !found {
                     tracing::debug!("No GC metrics found, using only heap information");
                 }
-                lock(&self.has_gc_metrics).insert(job_key.clone(), found);
+                cluster.has_gc_metrics = Some(found);
                 found
             }
         };
         let wanted: &[(&str, FlinkMetric)] = if has_gc { &with_gc } else { &TM_METRICS };
         let metrics = query_task_manager_metrics(client, wanted).await?;
         if metrics.is_empty() {
-            lock(&self.has_gc_metrics).remove(job_key);
+            cluster.has_gc_metrics = None;
+            cluster.latest = None;
             return Err(CollectError::Failed("Missing required TM metrics".to_owned()));
         }
-        Ok(metrics)
+        cluster.latest = Some((now, slots, metrics.clone()));
+        Ok((slots, metrics))
     }
 }
 
@@ -223,7 +330,7 @@ where
         let running_since = details.running_since().ok_or_else(|| {
             CollectError::Failed(format!("Unable to find when job {job_id} was switched to RUNNING."))
         })?;
-        self.note_running_since(job_key, running_since);
+        self.note_running_since(job_key, client, running_since).await;
 
         let plan = match &details.plan {
             Some(plan) => plan.clone(),
@@ -232,14 +339,15 @@ where
         if plan.nodes.is_empty() {
             return Err(CollectError::NotReady("job is not ready yet".to_owned()));
         }
-        // Sources are listed every cycle: partition counts and lazily registered pendingRecords.
-        let mut source_names = BTreeMap::new();
-        for node in plan.nodes.iter().filter(|n| n.inputs.is_empty()) {
-            let id = VertexId::new(&node.id);
-            let names = list_metric_names(client, job_id, &id).await?;
-            source_names.insert(id, names);
-        }
-        let (topology, io_metrics) = job_topology(&details, &plan, &source_names)?;
+        // Sources are relisted for lazily registered pendingRecords and new partitions.
+        let sources: Vec<VertexId> = plan
+            .nodes
+            .iter()
+            .filter(|n| n.inputs.is_empty())
+            .map(|n| VertexId::new(&n.id))
+            .collect();
+        let (source_names, partitions) = self.list_sources(job_key, client, job_id, &sources, now).await?;
+        let (topology, io_metrics) = job_topology(&details, &plan, &partitions)?;
 
         let stabilizing = now < add_saturating(running_since, options.stabilization_interval);
         let names = match self
@@ -252,11 +360,13 @@ where
             other => other?,
         };
 
+        let vertex_metrics = self.vertex_metrics(job_key, client, job_id, &names).await?;
+        let (task_slots, task_manager_metrics) = self.cluster_metrics(client, now).await?;
         let raw = RawJobMetrics {
-            vertex_metrics: self.vertex_metrics(job_key, client, job_id, &names).await?,
+            vertex_metrics,
             io_metrics,
-            task_slots: task_slot_metrics(client).await?,
-            task_manager_metrics: self.task_manager_metrics(job_key, client).await?,
+            task_slots,
+            task_manager_metrics,
         };
         Ok(CollectedJobMetrics::new(
             topology,
@@ -277,7 +387,7 @@ where
 fn job_topology(
     details: &JobDetails,
     plan: &JobPlan,
-    source_names: &BTreeMap<VertexId, BTreeSet<String>>,
+    source_partitions: &BTreeMap<VertexId, u32>,
 ) -> Result<(JobTopology, BTreeMap<VertexId, IoMetrics>), CollectError> {
     let mut vertices = Vec::with_capacity(plan.nodes.len());
     let mut edges = Vec::new();
@@ -298,8 +408,8 @@ fn job_topology(
         spec.name = Some(vertex.name.clone());
         spec.finished = vertex.is_finished();
         spec.slot_sharing_group = vertex.slot_sharing_group_id.clone();
-        if let Some(names) = source_names.get(&id) {
-            spec.num_source_partitions = count_source_partitions(names.iter().map(String::as_str));
+        if let Some(partitions) = source_partitions.get(&id) {
+            spec.num_source_partitions = *partitions;
         }
         let io = vertex.metrics.map(IoMetrics::from).unwrap_or_default();
         io_metrics.insert(id.clone(), if spec.finished { IoMetrics::FINISHED } else { io });

@@ -497,7 +497,15 @@ impl FlinkRestClient {
             match result {
                 Err(e) if attempt < config.retries && e.is_retryable() => {
                     let backoff = backoff(config.initial_backoff, config.max_backoff, attempt);
-                    tracing::debug!(error = %e, attempt, ?backoff, "retrying Flink REST GET");
+                    // Counted in REST_REQUEST_ERRORS by `observe` above, with the error's kind.
+                    tracing::debug!(
+                        endpoint = route,
+                        kind = e.kind(),
+                        error = %e,
+                        attempt = attempt + 1,
+                        ?backoff,
+                        "Flink REST GET failed; retrying"
+                    );
                     tokio::time::sleep(backoff).await;
                     attempt += 1;
                 }
