@@ -75,11 +75,11 @@ impl MetricsCollector<String, Ctx> for MapWithoutBusyTime {
         metrics
             .vertex_metrics
             .insert(VertexId::new("sink"), vertex(Some(0.95 / f64::from(sink_parallelism))));
-        Ok(CollectedJobMetrics {
-            topology: self.topology()?,
-            job_running_since: self.start - Duration::hours(1),
-            metrics: MetricsSnapshot::Scaling(metrics),
-        })
+        Ok(CollectedJobMetrics::new(
+            self.topology()?,
+            self.start - Duration::hours(1),
+            MetricsSnapshot::Scaling(metrics),
+        ))
     }
 }
 

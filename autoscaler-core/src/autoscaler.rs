@@ -13,6 +13,10 @@ pub enum AutoscalerError {
         step: CycleStep,
         /// What went wrong.
         message: String,
+        /// The error of the step, when there is one (a store's, a collector's, a realizer's
+        /// error, with its own chain); `None` for a rule of the cycle itself.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// This replica no longer owns the job (its lease expired or was taken over): the cycle's
     /// state was not written, nothing was realized, and the job is another replica's now. Not an
@@ -27,11 +31,12 @@ pub enum AutoscalerError {
 }
 
 impl AutoscalerError {
-    /// A failure of `step`, described by `error`.
-    pub fn cycle(step: CycleStep, error: impl std::fmt::Display) -> Self {
+    /// A failure of `step` caused by `error`, which is kept as the source.
+    pub fn cycle(step: CycleStep, error: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Cycle {
             step,
             message: error.to_string(),
+            source: Some(Box::new(error)),
         }
     }
 

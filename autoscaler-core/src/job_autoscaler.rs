@@ -288,7 +288,11 @@ where
             self.event_handler.handle_decision_record(ctx, record).await;
         }
         match result.outcome {
-            CycleOutcome::Failed { step, message } => Err(AutoscalerError::Cycle { step, message }),
+            CycleOutcome::Failed { step, message } => Err(AutoscalerError::Cycle {
+                step,
+                message,
+                source: None,
+            }),
             outcome => Ok(outcome),
         }
     }

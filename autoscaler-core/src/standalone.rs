@@ -1017,6 +1017,7 @@ mod tests {
                 return Err(AutoscalerError::Cycle {
                     step: crate::CycleStep::Collect,
                     message: format!("{key} unreachable"),
+                    source: None,
                 });
             }
             Ok(())

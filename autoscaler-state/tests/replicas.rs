@@ -48,7 +48,7 @@ struct Counting {
     starts: Starts,
 }
 
-fn failed(step: CycleStep, e: impl std::fmt::Display) -> AutoscalerError {
+fn failed(step: CycleStep, e: impl std::error::Error + Send + Sync + 'static) -> AutoscalerError {
     AutoscalerError::cycle(step, e)
 }
 
