@@ -176,7 +176,9 @@ async fn replicas_share_jobs_and_take_over_a_killed_one(db: &TestDb) {
 
     let log = log.lock().unwrap().clone();
     // Every job's counts, in the order written, are 1, 2, 3, ...: no two writers, and each new
-    // owner started from what the previous one persisted.
+    // owner started from what the previous one persisted. One exception: the killed replica's
+    // task can be aborted after its last flush committed and before the test logged it, so a job
+    // it held may miss that one count in the log (never in the database: B continues from it).
     let mut per_job: BTreeMap<&str, Vec<(u32, &str)>> = BTreeMap::new();
     for (job, replica, count, _) in &log {
         per_job.entry(job.as_str()).or_default().push((*count, replica));
@@ -185,8 +187,14 @@ async fn replicas_share_jobs_and_take_over_a_killed_one(db: &TestDb) {
     for (job, counts) in &per_job {
         let mut sorted: Vec<u32> = counts.iter().map(|(c, _)| *c).collect();
         sorted.sort_unstable();
-        let expected: Vec<u32> = (1..=sorted.len() as u32).collect();
-        assert_eq!(sorted, expected, "{job}: {counts:?}");
+        let gaps: u32 = sorted.windows(2).map(|w| w[1] - w[0] - 1).sum();
+        assert!(
+            sorted.windows(2).all(|w| w[1] > w[0]),
+            "{job}: a repeated count: {counts:?}"
+        );
+        assert_eq!(sorted.first(), Some(&1), "{job}: {counts:?}");
+        let may_miss = u32::from(a_jobs_at_kill.iter().any(|j| j == job));
+        assert!(gaps <= may_miss, "{job}: {gaps} counts missing: {counts:?}");
     }
     let by = |replica: &str| log.iter().filter(|(_, r, ..)| *r == replica).count();
     eprintln!("cycles flushed: a {}, b {}", by("a"), by("b"));
@@ -219,7 +227,7 @@ async fn replicas_share_jobs_and_take_over_a_killed_one(db: &TestDb) {
         let stored: ParallelismOverrides = check.get_parallelism_overrides(&ctx(job)).await.unwrap();
         assert_eq!(
             stored.get(&autoscaler_metrics::VertexId::new(VERTEX)).copied(),
-            Some(counts.len() as u32),
+            counts.iter().map(|(c, _)| *c).max(),
             "{job}"
         );
     }
