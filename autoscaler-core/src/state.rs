@@ -21,6 +21,9 @@ pub enum StateError {
         operation: &'static str,
         /// The backend's message.
         message: String,
+        /// The backend's own error (a database driver's), when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// Stored state could not be (de)serialized.
     #[error("state {state_type} could not be (de)serialized: {message}")]

@@ -192,10 +192,21 @@ fn placeholders(dialect: Dialect, sql: &str) -> String {
     out
 }
 
+/// A backend failure of `operation`, described by `error` (already scrubbed of secrets).
 fn backend_error(operation: &'static str, error: impl fmt::Display) -> StateError {
     StateError::Backend {
         operation,
         message: error.to_string(),
+        source: None,
+    }
+}
+
+/// A failure of the database driver during `operation`, keeping the driver's error as the cause.
+fn driver_error(operation: &'static str, error: sqlx::Error) -> StateError {
+    StateError::Backend {
+        operation,
+        message: error.to_string(),
+        source: Some(Box::new(error)),
     }
 }
 
@@ -418,12 +429,12 @@ impl Db {
     pub(crate) async fn load_states(&self, job_key: &str) -> Result<Vec<(String, String)>, StateError> {
         let sql = self.statements.load_states.as_str();
         let rows = with_pool!(&self.database, pool => {
-            let rows = sqlx::query(sql).bind(job_key).fetch_all(pool).await.map_err(|e| backend_error("load", e))?;
+            let rows = sqlx::query(sql).bind(job_key).fetch_all(pool).await.map_err(|e| driver_error("load", e))?;
             rows.iter()
                 .map(|r| Ok((r.try_get::<String, _>(0)?, r.try_get::<String, _>(1)?)))
                 .collect::<Result<Vec<_>, sqlx::Error>>()
         });
-        rows.map_err(|e| backend_error("load", e))
+        rows.map_err(|e| driver_error("load", e))
     }
 
     /// Writes one job's pending changes in ONE transaction, so a crash leaves the job's rows all
@@ -588,7 +599,7 @@ impl Db {
             .execute(pool)
             .await
             .map(|_| ())
-            .map_err(|e| backend_error("insert event", e)))
+            .map_err(|e| driver_error("insert event", e)))
     }
 
     /// Id and create time of the newest event with this identity.
@@ -603,7 +614,7 @@ impl Db {
             let row = sqlx::query(sql).bind(job_key).bind(reason).bind(event_key).fetch_optional(pool).await;
             row.and_then(|r| r.map(|r| Ok((r.try_get::<i64, _>(0)?, r.try_get::<DateTime<Utc>, _>(1)?))).transpose())
         });
-        row.map_err(|e| backend_error("query event", e))
+        row.map_err(|e| driver_error("query event", e))
     }
 
     /// Bumps the count of event `id` and replaces its message.
@@ -616,7 +627,7 @@ impl Db {
             .execute(pool)
             .await
             .map(|_| ())
-            .map_err(|e| backend_error("update event", e)))
+            .map_err(|e| driver_error("update event", e)))
     }
 
     /// Every event of `job_key`, oldest first.
@@ -642,7 +653,7 @@ impl Db {
                 Err(e) => Err(e),
             }
         });
-        rows.map_err(|e| backend_error("list events", e))
+        rows.map_err(|e| driver_error("list events", e))
     }
 
     /// Deletes every event created before `cutoff`; returns how many.
@@ -653,7 +664,7 @@ impl Db {
             .execute(pool)
             .await
             .map(|r| r.rows_affected())
-            .map_err(|e| backend_error("delete events", e)))
+            .map_err(|e| driver_error("delete events", e)))
     }
 
     /// Closes the pool, waiting for connections to be returned.
@@ -810,7 +821,7 @@ impl Db {
     pub(crate) async fn heartbeat(&self, replica: &str) -> Result<(), StateError> {
         let sql = self.statements.leases.heartbeat.as_str();
         with_pool!(&self.database, pool => sqlx::query(sql).bind(replica).execute(pool).await.map(|_| ()))
-            .map_err(|e| backend_error("heartbeat", e))
+            .map_err(|e| driver_error("heartbeat", e))
     }
 
     /// The replicas whose last heartbeat is less than `within_ms` old, sorted.
@@ -822,14 +833,14 @@ impl Db {
                 Err(e) => Err(e),
             }
         });
-        rows.map_err(|e| backend_error("list replicas", e))
+        rows.map_err(|e| driver_error("list replicas", e))
     }
 
     /// Forgets replicas silent for more than `older_than_ms` (each restart has a new name).
     pub(crate) async fn prune_replicas(&self, older_than_ms: i64) -> Result<(), StateError> {
         let sql = self.statements.leases.prune_replicas.as_str();
         with_pool!(&self.database, pool => sqlx::query(sql).bind(older_than_ms).execute(pool).await.map(|_| ()))
-            .map_err(|e| backend_error("prune replicas", e))
+            .map_err(|e| driver_error("prune replicas", e))
     }
 
     /// Removes `replica` from the members and frees every lease it holds.
@@ -842,7 +853,7 @@ impl Db {
                 Err(e) => Err(e),
             }
         })
-        .map_err(|e| backend_error("leave", e))
+        .map_err(|e| driver_error("leave", e))
     }
 
     /// Every lease row `replica` is the holder of, expired or not: (job key, row).
@@ -862,14 +873,14 @@ impl Db {
                 Err(e) => Err(e),
             }
         });
-        rows.map_err(|e| backend_error("read leases", e))
+        rows.map_err(|e| driver_error("read leases", e))
     }
 
     /// Extends every unexpired lease of `replica` to `lease_ms` from now; how many.
     pub(crate) async fn renew_held(&self, replica: &str, lease_ms: i64) -> Result<u64, StateError> {
         let sql = self.statements.leases.renew_held.as_str();
         with_pool!(&self.database, pool => sqlx::query(sql).bind(lease_ms).bind(replica).execute(pool).await.map(|r| r.rows_affected()))
-            .map_err(|e| backend_error("renew", e))
+            .map_err(|e| driver_error("renew", e))
     }
 
     /// Frees the leases of `jobs` that `replica` holds.
@@ -884,7 +895,7 @@ impl Db {
                 }
                 query.execute(pool).await.map(|_| ())
             })
-            .map_err(|e| backend_error("release", e))?;
+            .map_err(|e| driver_error("release", e))?;
         }
         Ok(())
     }
@@ -913,7 +924,7 @@ impl Db {
                     Err(e) => Err(e),
                 }
             });
-            taken += result.map_err(|e| backend_error("acquire", e))?;
+            taken += result.map_err(|e| driver_error("acquire", e))?;
         }
         Ok(taken)
     }
@@ -935,14 +946,14 @@ impl Db {
             .execute(pool)
             .await
             .map(|r| r.rows_affected() == 1))
-        .map_err(|e| backend_error("renew", e))
+        .map_err(|e| driver_error("renew", e))
     }
 
     /// Frees one lease if `replica` still holds it with `epoch`; whether it did.
     pub(crate) async fn release_one(&self, replica: &str, job: &str, epoch: i64) -> Result<bool, StateError> {
         let sql = self.statements.leases.release_one.as_str();
         with_pool!(&self.database, pool => sqlx::query(sql).bind(job).bind(replica).bind(epoch).execute(pool).await.map(|r| r.rows_affected() == 1))
-            .map_err(|e| backend_error("release", e))
+            .map_err(|e| driver_error("release", e))
     }
 
     /// The lease row of `job`, if it was ever leased.
@@ -959,7 +970,7 @@ impl Db {
                 Err(e) => Err::<_, sqlx::Error>(e),
             }
         });
-        row.map_err(|e| backend_error("read lease", e))
+        row.map_err(|e| driver_error("read lease", e))
     }
 }
 

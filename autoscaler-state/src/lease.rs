@@ -108,7 +108,7 @@ fn epoch_of(raw: i64) -> u64 {
 
 fn ownership_error(error: StateError) -> OwnershipError {
     match error {
-        StateError::Backend { operation, message } => OwnershipError::Backend { operation, message },
+        StateError::Backend { operation, message, .. } => OwnershipError::Backend { operation, message },
         other => OwnershipError::Backend {
             operation: "lease",
             message: other.to_string(),
@@ -125,6 +125,7 @@ impl DbJobOwnership {
         options.validate().map_err(|e| StateError::Backend {
             operation: "lease",
             message: e.to_string(),
+            source: None,
         })?;
         let book = Arc::new(FenceBook {
             replica: options.replica_id.clone(),

@@ -275,11 +275,13 @@ impl AnyStateStore {
             return Err(StateError::Backend {
                 operation: "lease",
                 message: "the `memory` store has no database to hold leases: run one process, or use SQLite, PostgreSQL or MySQL".to_owned(),
+                source: None,
             });
         };
         self.fences.set(book).map_err(|_| StateError::Backend {
             operation: "lease",
             message: "this store already has a job ownership attached".to_owned(),
+            source: None,
         })?;
         Ok(Arc::clone(db))
     }

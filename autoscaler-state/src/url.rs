@@ -50,6 +50,7 @@ impl FromStr for StateUrl {
                     message: format!(
                         "state URL `{url}` names no file: use `sqlite:PATH` (or `sqlite::memory:` / `memory` for state that is not kept)"
                     ),
+                    source: None,
                 });
             }
             Ok(StateUrl::Sqlite(url.to_owned()))
@@ -66,6 +67,7 @@ impl FromStr for StateUrl {
                     "unsupported state URL `{}`: use `memory`, `sqlite:PATH`, `postgres://...` or `mysql://...`",
                     redact_password(url)
                 ),
+                source: None,
             })
         }
     }
@@ -97,6 +99,7 @@ pub(crate) fn missing_driver(url: &StateUrl) -> StateError {
             "state URL `{url}` needs the `{backend}` feature of autoscaler-state, which this build leaves out \
              (enable it in Cargo.toml, or use `memory`)"
         ),
+        source: None,
     }
 }
 
