@@ -461,7 +461,11 @@ async fn fetch_cluster(
         let span = tracing::error_span!("job", job = %labels.job_key, source = %source.name);
         let job_conf = match source.configurations.get(&key_prefix, job) {
             Some(conf) => Ok(conf),
-            None => fetcher.job_configuration(job).instrument(span.clone()).await.map(Arc::new),
+            None => fetcher
+                .job_configuration(job)
+                .instrument(span.clone())
+                .await
+                .map(Arc::new),
         };
         let context = job_conf.map(|conf| {
             let _entered = span.enter();
