@@ -646,6 +646,66 @@ mod tests {
     }
 
     #[test]
+    fn replication_settings_parse_with_the_flag_over_the_key_and_can_be_turned_off() {
+        let conf = Configuration::from_iter([
+            (autoscaler_core::HA_REPLICA_ID_KEY, "from-config"),
+            (autoscaler_core::HA_LEASE_DURATION_KEY, "6 s"),
+            (autoscaler_core::HA_RENEW_INTERVAL_KEY, "2 s"),
+        ]);
+        let options = ha_options(&conf, None).unwrap().unwrap();
+        assert_eq!(options.replica_id, "from-config");
+        assert_eq!(options.lease_duration, Duration::from_secs(6));
+        assert_eq!(options.renew_interval, Duration::from_secs(2));
+        assert_eq!(ha_options(&conf, Some("flag")).unwrap().unwrap().replica_id, "flag");
+        // Defaults: on, 15 s / 5 s.
+        let defaults = ha_options(&Configuration::new(), None).unwrap().unwrap();
+        assert_eq!(defaults.lease_duration, Duration::from_secs(15));
+        let off = Configuration::from_iter([(HA_ENABLED_KEY, "false")]);
+        assert_eq!(ha_options(&off, None).unwrap(), None);
+        // Every problem names its key or flag, and `check` reports it.
+        for (conf, flag, named) in [
+            (
+                Configuration::from_iter([(HA_ENABLED_KEY, "maybe")]),
+                None,
+                HA_ENABLED_KEY,
+            ),
+            (
+                Configuration::from_iter([(autoscaler_core::HA_RENEW_INTERVAL_KEY, "10 s")]),
+                None,
+                autoscaler_core::HA_RENEW_INTERVAL_KEY,
+            ),
+            (
+                Configuration::from_iter([(autoscaler_core::HA_LEASE_DURATION_KEY, "soon")]),
+                None,
+                autoscaler_core::HA_LEASE_DURATION_KEY,
+            ),
+            (Configuration::new(), Some(" "), "--replica-id"),
+        ] {
+            let error = ha_options(&conf, flag).unwrap_err().to_string();
+            assert!(error.contains(named), "{error}");
+        }
+        let bad = Configuration::from_iter([(autoscaler_core::HA_RENEW_INTERVAL_KEY, "10 s")]);
+        let report = check(
+            &bad,
+            CheckFlags {
+                flink_urls: &[],
+                yarn_urls: &[],
+                state: None,
+                events: None,
+            },
+        );
+        assert!(
+            report
+                .errors
+                .iter()
+                .any(|e| e.contains(autoscaler_core::HA_RENEW_INTERVAL_KEY)),
+            "{:?}",
+            report.errors
+        );
+        assert!(report.warnings.iter().all(|w| !w.contains("autoscaler.service.ha")));
+    }
+
+    #[test]
     fn key_value_pairs_become_dynamic_properties() {
         assert_eq!(
             strings(&[

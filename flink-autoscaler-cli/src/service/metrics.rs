@@ -1513,7 +1513,14 @@ mod tests {
         series.set_gauge("MemoryTuning.taskmanager.memory.process.size", 1.0);
         metrics.job(&labels("j2", "typo")).set_misconfigured(true);
         metrics.register_sources(["prod"]);
+        metrics
+            .health()
+            .set_ownership("replica-1".into(), Arc::new(OwnershipStats::default()));
         let text = metrics.render_jobs();
+        assert!(
+            text.contains("flink_autoscaler_owned_jobs{replica=\"replica-1\"} 0\n"),
+            "{text}"
+        );
         let mut rendered = Vec::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# HELP ") {
@@ -1551,6 +1558,9 @@ mod tests {
             "_used",
             // A 0/1 state whose name the issue fixes.
             "_misconfigured",
+            // Counts of things, whose names issue 22 fixes.
+            "_owned_jobs",
+            "_ha_replicas",
         ];
         for f in &catalogue {
             assert!(
