@@ -652,16 +652,24 @@ mod tests {
             (autoscaler_core::HA_LEASE_DURATION_KEY, "6 s"),
             (autoscaler_core::HA_RENEW_INTERVAL_KEY, "2 s"),
         ]);
-        let options = ha_options(&conf, None).unwrap().unwrap();
+        let options = ha_options(&conf, None).expect("valid").expect("enabled");
         assert_eq!(options.replica_id, "from-config");
         assert_eq!(options.lease_duration, Duration::from_secs(6));
         assert_eq!(options.renew_interval, Duration::from_secs(2));
-        assert_eq!(ha_options(&conf, Some("flag")).unwrap().unwrap().replica_id, "flag");
+        assert_eq!(
+            ha_options(&conf, Some("flag"))
+                .expect("valid")
+                .expect("enabled")
+                .replica_id,
+            "flag"
+        );
         // Defaults: on, 15 s / 5 s.
-        let defaults = ha_options(&Configuration::new(), None).unwrap().unwrap();
+        let defaults = ha_options(&Configuration::new(), None)
+            .expect("valid")
+            .expect("enabled");
         assert_eq!(defaults.lease_duration, Duration::from_secs(15));
         let off = Configuration::from_iter([(HA_ENABLED_KEY, "false")]);
-        assert_eq!(ha_options(&off, None).unwrap(), None);
+        assert_eq!(ha_options(&off, None).expect("valid"), None);
         // Every problem names its key or flag, and `check` reports it.
         for (conf, flag, named) in [
             (
@@ -681,7 +689,7 @@ mod tests {
             ),
             (Configuration::new(), Some(" "), "--replica-id"),
         ] {
-            let error = ha_options(&conf, flag).unwrap_err().to_string();
+            let error = ha_options(&conf, flag).expect_err("invalid").to_string();
             assert!(error.contains(named), "{error}");
         }
         let bad = Configuration::from_iter([(autoscaler_core::HA_RENEW_INTERVAL_KEY, "10 s")]);
