@@ -1,6 +1,7 @@
 //! Several `flink-autoscaler run` processes on one state database (issue 22): each job owned by
 //! exactly one replica through its lease, under configuration skew, through a `kill -9` and a
-//! SIGTERM handoff; and a database that refuses the state writes, with which no rescale goes out.
+//! SIGTERM handoff, a replica cut off from the database; and a database that refuses the state
+//! writes, with which no rescale goes out.
 //!
 //! The fake JobManager runs in this process; the replicas are the real binary. The tests need
 //! the real databases: PostgreSQL (`AUTOSCALER_TEST_POSTGRES_URL`) and MariaDB
@@ -695,6 +696,116 @@ fn no_rescale_reaches_the_cluster_while_the_state_cannot_be_written() {
         .is_some()
     );
     drop(replica);
+    rt.block_on(async {
+        fake.stop().await;
+        db.drop_now().await;
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A TCP proxy to the database that the test can cut: existing connections are dropped and new
+/// ones refused.
+struct CuttableProxy {
+    port: u16,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl CuttableProxy {
+    async fn start(target: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if *cut_rx.borrow() {
+                    continue;
+                }
+                let target = target.clone();
+                let mut cut_rx = cut_rx.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_rx.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Self { port, cut }
+    }
+
+    fn cut(&self) {
+        let _ = self.cut.send(true);
+    }
+}
+
+/// A replica cut off from the database (its connections dropped, new ones refused) stops acting
+/// on its jobs at its local deadlines, before its leases expire on the database; `/readyz` says
+/// why; the other replica takes the jobs over once the leases expired.
+#[test]
+fn a_replica_cut_off_from_the_database_stops_before_its_leases_expire() {
+    let Some(admin) = server(POSTGRES_ENV) else {
+        return;
+    };
+    let rt = runtime();
+    let db = rt.block_on(IsolatedDb::create(Kind::Postgres, &admin, "cut"));
+    // The replica behind the proxy reaches the same schema through 127.0.0.1:<proxy>.
+    let (head, tail) = db.url.split_at(db.url.find("://").expect("scheme") + 3);
+    let (user, rest) = tail.split_at(tail.find('@').map_or(0, |i| i + 1));
+    let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (server_addr, path) = rest.split_at(host_end);
+    let proxy = rt.block_on(CuttableProxy::start(server_addr.to_owned()));
+    let proxied_url = format!("{head}{user}127.0.0.1:{}{path}", proxy.port);
+    let fake = rt.block_on(start_fake(8, 0));
+    let keys: Vec<String> = fake.fake().job_ids().iter().map(|id| format!("fake/{id}")).collect();
+    let dir = temp_dir("cut");
+    let a = Replica::start("replica-a", &dir, &fake.url(), &proxied_url, &settings("0.5", &[]));
+    let b = Replica::start("replica-b", &dir, &fake.url(), &db.url, &settings("0.8", &[]));
+    let observer = rt.block_on(Observer::open(&db.url));
+    let owners = || rt.block_on(observer.owners(&keys));
+    let spread = wait_until(Duration::from_secs(30), || {
+        let owners = owners();
+        let distinct: std::collections::HashSet<_> = owners.values().flatten().collect();
+        owners.values().all(Option::is_some) && distinct.len() == 2
+    });
+    assert!(spread.is_some(), "{}\n{}", a.log_text(), b.log_text());
+    let a_jobs: Vec<String> = owners()
+        .iter()
+        .filter(|(_, o)| o.as_deref() == Some("replica-a"))
+        .map(|(k, _)| k.clone())
+        .collect();
+
+    proxy.cut();
+    let cut_at = Instant::now();
+    let stopped = wait_until(Duration::from_secs(10), || {
+        metric(&a.metrics(), "flink_autoscaler_owned_jobs") == Some(0.0)
+    })
+    .map(|_| cut_at.elapsed())
+    .expect("the cut-off replica kept its jobs");
+    let taken = wait_until(Duration::from_secs(15), || {
+        let owners = owners();
+        a_jobs
+            .iter()
+            .all(|k| owners.get(k).cloned().flatten().as_deref() == Some("replica-b"))
+    })
+    .map(|_| cut_at.elapsed())
+    .expect("replica-a's jobs were not taken over");
+    let (status, body) = a.get("/readyz").expect("/readyz");
+    eprintln!(
+        "cut off: replica-a stopped acting on its {} jobs {:.2} s after the cut, replica-b owned them {:.2} s after it; /readyz {status} {body}",
+        a_jobs.len(),
+        stopped.as_secs_f64(),
+        taken.as_secs_f64()
+    );
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("job leases"), "{body}");
+    // The local deadline (lease - margin = 2 s after the last renewal's start) comes before the
+    // lease can expire on the database (3 s after that renewal).
+    assert!(stopped < LEASE, "stopped after {stopped:?}");
+    assert!(stopped < taken, "stopped {stopped:?}, taken over {taken:?}");
+    drop((a, b));
     rt.block_on(async {
         fake.stop().await;
         db.drop_now().await;
