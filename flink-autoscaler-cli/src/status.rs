@@ -43,6 +43,9 @@ pub struct DecisionBoard {
     owners: std::sync::OnceLock<Owners>,
 }
 
+/// How long `/jobs/{key}` waits for the database's lease row of a job this replica does not own.
+const LEASE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Who owns the jobs, when replicas share the state database.
 #[derive(Debug)]
 pub struct Owners {
@@ -83,7 +86,14 @@ impl Owners {
             return (fields, true);
         }
         fields.insert("owned".into(), json!(false));
-        match self.leases.lease(job).await {
+        // Bounded: the status must answer even while the database does not.
+        let lookup = tokio::time::timeout(LEASE_LOOKUP_TIMEOUT, self.leases.lease(job)).await;
+        match lookup.unwrap_or_else(|_| {
+            Err(autoscaler_core::StateError::Backend {
+                operation: "lease",
+                message: format!("no answer within {LEASE_LOOKUP_TIMEOUT:?}"),
+            })
+        }) {
             Ok(Some(lease)) => {
                 let owner = lease.owner.filter(|_| lease.remaining_ms > 0);
                 fields.insert("owner".into(), json!(owner));
