@@ -345,6 +345,64 @@ mod tests {
         assert_eq!(jobs[1]["stale"], true, "a record of 1970 is stale");
     }
 
+    async fn body_of(response: Response) -> (StatusCode, Value) {
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// With replicas sharing a database: an owned job names this replica; a job another replica
+    /// leased is served from the lease row, even without a record here; an unknown job is 404.
+    #[tokio::test]
+    async fn answers_say_who_owns_the_job() {
+        let dir = std::env::temp_dir().join(format!("fa-status-owners-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let url = format!("sqlite:{}", dir.join("state.db").display());
+        let options = |id: &str| autoscaler_core::HaOptions {
+            replica_id: id.to_owned(),
+            ..autoscaler_core::HaOptions::default()
+        };
+        let store = autoscaler_state::AnyStateStore::open(&url).await.expect("store");
+        let mine = Arc::new(DbJobOwnership::attach(&store, options("me")).await.expect("attach"));
+        let other_store = autoscaler_state::AnyStateStore::open(&url).await.expect("store");
+        let other = DbJobOwnership::attach(&other_store, options("other"))
+            .await
+            .expect("attach");
+        assert!(other.try_take("theirs").await.expect("take").is_some());
+
+        let mut ownership = Ownership::default();
+        let lease = autoscaler_core::JobLease {
+            epoch: 1,
+            valid_until: tokio::time::Instant::now() + Duration::from_secs(60),
+        };
+        ownership.leases.insert("mine".to_owned(), lease);
+        let (_sender, current) = tokio::sync::watch::channel(Arc::new(ownership));
+        let board = Arc::new(DecisionBoard::new());
+        board.set_owners(Owners::new("me".into(), current, mine));
+        board.publish("mine", record("mine"));
+
+        let (status, v) = body_of(one(State(board.clone()), Path("mine".into())).await).await;
+        assert_eq!(
+            (status, &v["owned"], &v["owner"]),
+            (StatusCode::OK, &json!(true), &json!("me")),
+            "{v}"
+        );
+        let (status, v) = body_of(one(State(board.clone()), Path("theirs".into())).await).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(
+            (&v["owned"], &v["owner"], &v["epoch"], &v["record"]),
+            (&json!(false), &json!("other"), &json!(1), &Value::Null),
+            "{v}"
+        );
+        let (status, _) = body_of(one(State(board.clone()), Path("nobody".into())).await).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let list = board.list();
+        assert_eq!(list["jobs"][0]["owner"], json!("me"), "{list}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn serves_the_latest_record_per_job_over_loopback() {
         let board = Arc::new(DecisionBoard::new());
