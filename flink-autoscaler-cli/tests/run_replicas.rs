@@ -629,8 +629,9 @@ fn two_replicas_on_mariadb_take_over_after_a_kill() {
 
 /// A database that refuses every state write (a trigger raising on the state table, as a full
 /// disk or a read-only database would) while the leases still work: the decisions cannot be
-/// flushed, so no PUT reaches the cluster and `/readyz` says why. Once writes are accepted
-/// again, the same jobs are rescaled: the decisions were held back, not absent.
+/// flushed, so no PUT reaches the cluster and `/readyz` says why; a replica restarted after a
+/// crash in that window sends nothing either. Once writes are accepted again, the same jobs are
+/// rescaled: the decisions were held back, not absent.
 #[test]
 fn no_rescale_reaches_the_cluster_while_the_state_cannot_be_written() {
     let Some(admin) = server(POSTGRES_ENV) else {
@@ -641,7 +642,7 @@ fn no_rescale_reaches_the_cluster_while_the_state_cannot_be_written() {
     let fake = rt.block_on(start_fake(4, 1));
     let keys: Vec<String> = fake.fake().job_ids().iter().map(|id| format!("fake/{id}")).collect();
     let dir = temp_dir("ro");
-    let replica = Replica::start("replica-ro", &dir, &fake.url(), &db.url, &settings("0.5", &[]));
+    let mut replica = Replica::start("replica-ro", &dir, &fake.url(), &db.url, &settings("0.5", &[]));
     let observer = rt.block_on(Observer::open(&db.url));
     let owned = wait_until(Duration::from_secs(30), || {
         rt.block_on(observer.owners(&keys)).values().all(Option::is_some)
@@ -680,6 +681,17 @@ fn no_rescale_reaches_the_cluster_while_the_state_cannot_be_written() {
         scalings_per_job(&text).values().all(|n| *n == 0),
         "a decision counted without a flush: {text}"
     );
+
+    // A crash in that window, and a restart under the same id: it takes its leases back at once
+    // and, with nothing durable to act on, sends nothing either.
+    replica.kill();
+    let replica = Replica::start("replica-ro", &dir, &fake.url(), &db.url, &settings("0.5", &[]));
+    let back = wait_until(Duration::from_secs(10), || {
+        metric(&replica.metrics(), "flink_autoscaler_owned_jobs") == Some(keys.len() as f64)
+    });
+    assert!(back.is_some(), "{}", replica.log_text());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(puts(&fake), BTreeMap::new(), "a rescale went out after the restart");
 
     // Writes accepted again: the hot jobs are rescaled, and the replica is ready again.
     rt.block_on(db.exec("DROP TRIGGER refuse_writes ON t_flink_autoscaler_state_store"));
