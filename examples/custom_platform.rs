@@ -132,12 +132,12 @@ impl MetricsCollector<String, AcmeContext> for AcmeMetrics {
         ] {
             metrics.global_metrics.insert(metric, value);
         }
-        Ok(CollectedJobMetrics {
+        Ok(CollectedJobMetrics::new(
             topology,
-            job_running_since: running_since,
+            running_since,
             // Already in the autoscaler's vocabulary; the cycle keeps the window.
-            metrics: MetricsSnapshot::Scaling(metrics),
-        })
+            MetricsSnapshot::Scaling(metrics),
+        ))
     }
 }
 

@@ -161,11 +161,11 @@ impl MetricsCollector<String, Ctx> for PreGenerated {
     ) -> Result<CollectedJobMetrics, CollectError> {
         let i = self.tick.snapshot.load(Ordering::Relaxed);
         let latest = self.snapshots.get(i).cloned().unwrap_or_default();
-        Ok(CollectedJobMetrics {
-            topology: self.topology.clone(),
-            job_running_since: self.running_since,
-            metrics: MetricsSnapshot::Scaling(latest),
-        })
+        Ok(CollectedJobMetrics::new(
+            self.topology.clone(),
+            self.running_since,
+            MetricsSnapshot::Scaling(latest),
+        ))
     }
 }
 

@@ -105,6 +105,32 @@ pub trait JobAutoScaler<K, Ctx>: Send + Sync {
 }
 
 /// Lists the jobs the standalone autoscaler should scale (FLIP-334's `JobListFetcher`).
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+///
+/// /// The jobs our platform runs, each with its own settings over the service's.
+/// struct Inventory {
+///     jobs: Vec<(String, Vec<(String, String)>)>,
+/// }
+///
+/// #[async_trait]
+/// impl JobListFetcher<String, BasicJobContext<String, ()>> for Inventory {
+///     async fn fetch(&self, base: &Configuration) -> Result<Vec<BasicJobContext<String, ()>>, FetchError> {
+///         Ok(self
+///             .jobs
+///             .iter()
+///             .map(|(name, settings)| {
+///                 let mut conf = base.clone();
+///                 for (key, value) in settings {
+///                     conf.set(key, value);
+///                 }
+///                 BasicJobContext::new(name.clone(), conf, ())
+///             })
+///             .collect())
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait JobListFetcher<K, Ctx>: Send + Sync {
     /// Fetches the current jobs, each with its configuration merged over `base`.
@@ -118,4 +144,15 @@ pub enum FetchError {
     /// The platform could not be reached or answered unexpectedly.
     #[error("could not fetch the job list: {0}")]
     Failed(String),
+    /// The platform's own error, kept as the cause: [`source`](std::error::Error::source) returns
+    /// it. Build it with [`FetchError::platform`].
+    #[error("could not fetch the job list: {0}")]
+    Platform(#[source] crate::error::BoxError),
+}
+
+impl FetchError {
+    /// A fetch that failed with the platform's own `error`, kept as the cause.
+    pub fn platform(error: impl Into<crate::error::BoxError>) -> Self {
+        Self::Platform(error.into())
+    }
 }

@@ -8,6 +8,7 @@ use std::fmt;
 /// Flink job status, as the REST API spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
 pub enum JobStatus {
     /// Job is initializing.
     Initializing,
@@ -128,6 +129,42 @@ impl AutoscalerMetricsReporter for NoopMetricsReporter {
 /// Platforms implement it on their own context type, or use [`BasicJobContext`]. The platform's
 /// client (REST, Kubernetes, a simulator) is reached through the implementing type, so the trait
 /// is not tied to HTTP.
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+///
+/// /// Our platform's view of one deployment, keyed by its name.
+/// struct Deployment {
+///     name: String,
+///     flink_job_id: Option<String>,
+///     conf: Configuration,
+/// }
+///
+/// impl JobAutoScalerContext<String> for Deployment {
+///     fn job_key(&self) -> &String {
+///         &self.name
+///     }
+///     fn job_id(&self) -> Option<&str> {
+///         self.flink_job_id.as_deref()
+///     }
+///     fn job_status(&self) -> Option<JobStatus> {
+///         self.flink_job_id.as_ref().map(|_| JobStatus::Running)
+///     }
+///     fn configuration(&self) -> &Configuration {
+///         &self.conf
+///     }
+/// }
+///
+/// let job = Deployment {
+///     name: "orders".into(),
+///     flink_job_id: Some("a1b2c3".into()),
+///     conf: Configuration::from_iter([("job.autoscaler.enabled", "true")]),
+/// };
+/// assert_eq!(job.job_status(), Some(JobStatus::Running));
+/// // Without a type of its own, a platform uses `BasicJobContext` (key, configuration, client).
+/// let basic = BasicJobContext::new("orders".to_owned(), Configuration::new(), ());
+/// assert_eq!(basic.job_key(), "orders");
+/// ```
 pub trait JobAutoScalerContext<K>: Send + Sync {
     /// The platform's key of the job.
     fn job_key(&self) -> &K;

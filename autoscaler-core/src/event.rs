@@ -11,7 +11,31 @@ use std::time::Duration;
 ///
 /// `interval` asks the handler to suppress an event whose identity (job, type, reason and
 /// `message_key`, or the message when there is no key) was already emitted within it; `None`
-/// means never deduplicate.
+/// means never deduplicate. Only [`handle_event`](Self::handle_event) is required: exceptions,
+/// scaling reports and decision records become events by default.
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+/// use std::time::Duration;
+///
+/// /// Sends events to our audit log.
+/// struct Audit;
+///
+/// #[async_trait]
+/// impl AutoScalerEventHandler<String, BasicJobContext<String, ()>> for Audit {
+///     async fn handle_event(
+///         &self,
+///         ctx: &BasicJobContext<String, ()>,
+///         event_type: EventType,
+///         reason: &str,
+///         message: &str,
+///         _message_key: Option<&str>,
+///         _interval: Option<Duration>,
+///     ) {
+///         println!("[{event_type}] {}: {reason}: {message}", ctx.job_key());
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait AutoScalerEventHandler<K, Ctx>: Send + Sync
 where

@@ -1,6 +1,7 @@
 //! Applying decisions to the platform ([`ScalingRealizer`]).
 
 use crate::context::JobAutoScalerContext;
+use crate::error::BoxError;
 use crate::model::state::{ConfigChanges, ParallelismOverrides};
 use async_trait::async_trait;
 
@@ -14,9 +15,47 @@ pub enum RealizeError {
     /// The platform could not be reached or answered unexpectedly.
     #[error("could not reach the platform to rescale: {0}")]
     Unavailable(String),
+    /// The platform's own error, kept as the cause: [`source`](std::error::Error::source) returns
+    /// it. Build it with [`RealizeError::platform`].
+    #[error("could not rescale: {0}")]
+    Platform(#[source] BoxError),
+}
+
+impl RealizeError {
+    /// A rescale that failed with the platform's own `error`, kept as the cause.
+    pub fn platform(error: impl Into<BoxError>) -> Self {
+        Self::Platform(error.into())
+    }
 }
 
 /// Applies parallelism (and configuration) overrides to a running job (FLIP-334's `ScalingRealizer`).
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+/// use std::sync::Mutex;
+///
+/// /// Redeploys through our deployment API (here: remembers what it was asked).
+/// #[derive(Default)]
+/// struct Deployer {
+///     applied: Mutex<Vec<ParallelismOverrides>>,
+/// }
+///
+/// #[async_trait]
+/// impl ScalingRealizer<String, BasicJobContext<String, ()>> for Deployer {
+///     async fn realize_parallelism_overrides(
+///         &self,
+///         _ctx: &BasicJobContext<String, ()>,
+///         overrides: &ParallelismOverrides,
+///     ) -> Result<(), RealizeError> {
+///         // Called every cycle while overrides are stored: applying the same ones twice is a no-op.
+///         let mut applied = self.applied.lock().map_err(|e| RealizeError::platform(e.to_string()))?;
+///         if applied.last() != Some(overrides) {
+///             applied.push(overrides.clone());
+///         }
+///         Ok(())
+///     }
+/// }
+/// ```
 #[async_trait]
 pub trait ScalingRealizer<K, Ctx>: Send + Sync
 where

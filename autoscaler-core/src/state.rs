@@ -2,6 +2,7 @@
 //! itself is plain data in [`crate::model::state`].
 
 use crate::context::JobAutoScalerContext;
+use crate::error::BoxError;
 use crate::model::state::{
     ConfigChanges, DelayedScaleDown, JobState, ParallelismOverrides, ScalingHistory, ScalingTracking, StateChanges,
 };
@@ -29,6 +30,16 @@ pub enum StateError {
         /// What was wrong.
         message: String,
     },
+    /// A store's own error (its database client's, its file system's), kept as the cause:
+    /// [`source`](std::error::Error::source) returns it. Build it with [`StateError::platform`].
+    #[error("state store error during {operation}: {source}")]
+    Platform {
+        /// What was being done (`flush`, `load`, ...).
+        operation: &'static str,
+        /// The store's own error.
+        #[source]
+        source: BoxError,
+    },
     /// The write was refused because this replica no longer owns the job (its lease expired
     /// locally, or another replica took it over: a newer epoch). Nothing was written and the
     /// job's cache was dropped; the replica must stop acting on the job (see
@@ -42,8 +53,19 @@ pub enum StateError {
     },
 }
 
-/// Result alias for state store operations.
-pub type StateResult<T> = Result<T, StateError>;
+impl StateError {
+    /// An `operation` (`load`, `flush`, ...) that failed with the store's own `error`, kept as
+    /// the cause.
+    pub fn platform(operation: &'static str, error: impl Into<BoxError>) -> Self {
+        Self::Platform {
+            operation,
+            source: error.into(),
+        }
+    }
+}
+
+/// Result alias for state store operations (the error defaults to [`StateError`]).
+pub type StateResult<T, E = StateError> = Result<T, E>;
 
 /// Where the autoscaler keeps its per-job state between cycles (FLIP-334's `AutoScalerStateStore`).
 ///
@@ -60,6 +82,30 @@ pub type StateResult<T> = Result<T, StateError>;
 /// window: the new snapshot is its latest entry, and entries older than the window have been
 /// removed, so a store can persist the difference to what it holds (by collection instant) instead
 /// of the whole window.
+///
+/// The stores of `autoscaler-state` (in memory, SQLite, PostgreSQL, MySQL) implement it; a
+/// platform with a store of its own keeps the store's error as the cause with
+/// [`StateError::platform`]. Code that only reads or writes state stays generic over the store:
+///
+/// ```
+/// use autoscaler_core::prelude::*;
+///
+/// /// Pins a vertex's parallelism, as an operator's manual override would.
+/// async fn pin_parallelism<S, Ctx>(store: &S, ctx: &Ctx, vertex: &str, parallelism: u32) -> StateResult<()>
+/// where
+///     S: AutoScalerStateStore<String, Ctx> + ?Sized,
+///     Ctx: JobAutoScalerContext<String>,
+/// {
+///     let mut overrides = store.get_parallelism_overrides(ctx).await?;
+///     overrides.insert(vertex.into(), parallelism);
+///     store.store_parallelism_overrides(ctx, &overrides).await?;
+///     store.flush(ctx).await // persisted here, in one write
+/// }
+///
+/// // A store's own failure, kept as the cause.
+/// let error = StateError::platform("flush", std::io::Error::other("disk full"));
+/// assert_eq!(error.to_string(), "state store error during flush: disk full");
+/// ```
 #[async_trait]
 pub trait AutoScalerStateStore<K, Ctx>: Send + Sync
 where

@@ -181,16 +181,14 @@ fn build(job: &GenJob, force_in_band: bool) -> Built {
         m.insert(ScalingMetric::ScaleDownRateThreshold, EvaluatedScalingMetric::of(down));
         evaluated.vertices.insert(id(i), m);
     }
-    let options = AutoScalerOptions {
-        vertex_min_parallelism: job.vertex_min,
-        vertex_max_parallelism: job.vertex_max,
-        alignment_mode: job.alignment,
-        scale_down_interval: if job.scale_down_delayed {
-            Duration::from_secs(3600)
-        } else {
-            Duration::ZERO
-        },
-        ..AutoScalerOptions::default()
+    let mut options = AutoScalerOptions::default();
+    options.vertex_min_parallelism = job.vertex_min;
+    options.vertex_max_parallelism = job.vertex_max;
+    options.alignment_mode = job.alignment;
+    options.scale_down_interval = if job.scale_down_delayed {
+        Duration::from_secs(3600)
+    } else {
+        Duration::ZERO
     };
     Built {
         topology,

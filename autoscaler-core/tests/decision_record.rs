@@ -31,14 +31,13 @@ fn at(minutes: i64) -> DateTime<Utc> {
 /// Utilization target 1 and no catch-up (restart 0, catch-up 0): the target capacity is exactly
 /// the target rate, so the scale factor is `target_rate / tpr`. No scale-down delay.
 fn options() -> AutoScalerOptions {
-    AutoScalerOptions {
-        utilization_target: 1.0,
-        catch_up_duration: Duration::ZERO,
-        restart_time: Duration::ZERO,
-        scale_down_interval: Duration::ZERO,
-        scale_up_max_factor: 100.0,
-        ..AutoScalerOptions::default()
-    }
+    let mut options = AutoScalerOptions::default();
+    options.utilization_target = 1.0;
+    options.catch_up_duration = Duration::ZERO;
+    options.restart_time = Duration::ZERO;
+    options.scale_down_interval = Duration::ZERO;
+    options.scale_up_max_factor = 100.0;
+    options
 }
 
 /// Evaluated metrics: `tpr` and `target` rates, thresholds `(up, down)`.

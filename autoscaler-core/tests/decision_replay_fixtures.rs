@@ -84,14 +84,17 @@ fn metrics(value: &Value) -> EvaluatedVertexMetrics {
 fn topology(scenario: &Value) -> JobTopology {
     let vertices = array(&scenario["topology"]["vertices"])
         .iter()
-        .map(|v| VertexSpec {
-            id: VertexId::new(v["id"].as_str().unwrap_or_default()),
-            name: v["name"].as_str().map(str::to_owned),
-            parallelism: uint(&v["parallelism"]),
-            max_parallelism: uint(&v["max_parallelism"]),
-            num_source_partitions: v.get("num_source_partitions").map_or(0, uint),
-            finished: v["finished"].as_bool().unwrap_or(false),
-            slot_sharing_group: v["slot_sharing_group"].as_str().map(str::to_owned),
+        .map(|v| {
+            let mut spec = VertexSpec::new(
+                VertexId::new(v["id"].as_str().unwrap_or_default()),
+                uint(&v["parallelism"]),
+                uint(&v["max_parallelism"]),
+            )
+            .with_source_partitions(v.get("num_source_partitions").map_or(0, uint))
+            .with_finished(v["finished"].as_bool().unwrap_or(false));
+            spec.name = v["name"].as_str().map(str::to_owned);
+            spec.slot_sharing_group = v["slot_sharing_group"].as_str().map(str::to_owned);
+            spec
         })
         .collect();
     let edges = scenario["topology"]["edges"]

@@ -32,14 +32,13 @@ fn minute(m: i64) -> DateTime<Utc> {
 /// With utilization target 1 and no catch-up (restart 0, catch-up duration 0) the target capacity
 /// is exactly `target_rate`, so the scale factor is `target_rate / tpr`.
 fn options() -> AutoScalerOptions {
-    AutoScalerOptions {
-        utilization_target: 1.0,
-        catch_up_duration: Duration::ZERO,
-        restart_time: Duration::ZERO,
-        scale_down_max_factor: 1.0,
-        scale_up_max_factor: f64::from(i32::MAX),
-        ..AutoScalerOptions::default()
-    }
+    let mut options = AutoScalerOptions::default();
+    options.utilization_target = 1.0;
+    options.catch_up_duration = Duration::ZERO;
+    options.restart_time = Duration::ZERO;
+    options.scale_down_max_factor = 1.0;
+    options.scale_up_max_factor = f64::from(i32::MAX);
+    options
 }
 
 fn metrics(parallelism: u32, tpr: f64, target_rate: f64, bounds: (f64, f64)) -> EvaluatedVertexMetrics {

@@ -33,16 +33,15 @@ fn minute(m: i64) -> DateTime<Utc> {
 }
 
 fn options(alignment_mode: AlignmentMode, compat: bool) -> AutoScalerOptions {
-    AutoScalerOptions {
-        utilization_target: 1.0,
-        catch_up_duration: Duration::ZERO,
-        restart_time: Duration::ZERO,
-        scale_down_max_factor: 1.0,
-        scale_down_interval: Duration::ZERO,
-        alignment_mode,
-        compat_reference_1_16: compat,
-        ..AutoScalerOptions::default()
-    }
+    let mut options = AutoScalerOptions::default();
+    options.utilization_target = 1.0;
+    options.catch_up_duration = Duration::ZERO;
+    options.restart_time = Duration::ZERO;
+    options.scale_down_max_factor = 1.0;
+    options.scale_down_interval = Duration::ZERO;
+    options.alignment_mode = alignment_mode;
+    options.compat_reference_1_16 = compat;
+    options
 }
 
 /// One source `src` at `parallelism` with `partitions`, max parallelism 180, true processing rate
@@ -187,10 +186,8 @@ fn with_custom_mode(class: &str, compat: bool) -> (AutoScalerOptions, ResolvedPl
     }
     let conf = Configuration::from_iter(pairs);
     let read = AutoScalerOptions::from_configuration(&conf).unwrap_or_else(|e| panic!("{e}"));
-    let options = AutoScalerOptions {
-        custom_alignment_mode: read.custom_alignment_mode,
-        ..options(AlignmentMode::Balanced, compat)
-    };
+    let mut options = options(AlignmentMode::Balanced, compat);
+    options.custom_alignment_mode = read.custom_alignment_mode;
     let registry = PluginRegistry::new()
         .with_alignment_mode("doubling", Doubling)
         .with_alignment_mode("delegating", Delegating);
@@ -267,10 +264,8 @@ fn an_idle_history_scales_linearly_where_1_16_aborts() {
     assert_eq!(with_plugins, Ok(decision));
 
     // The switch: 1.16 computes 0 / 0, cannot round the NaN and aborts the whole decision.
-    let reference = AutoScalerOptions {
-        compat_reference_1_16: true,
-        ..guarded.clone()
-    };
+    let mut reference = guarded.clone();
+    reference.compat_reference_1_16 = true;
     let input_reference = input(&topology, &evaluated, &history, &reference);
     let error = DecisionError::UndefinedScalingCoefficient {
         vertex: VertexId::new("src"),
@@ -314,11 +309,9 @@ proptest::proptest! {
         proptest::prop_assume!(i64::from(vertex_min) <= i64::from(partitions));
         let parallelism = parallelism.min(max_parallelism);
         let (topology, evaluated) = source_job_with_max(parallelism, max_parallelism, partitions, tpr, target_rate);
-        let options = AutoScalerOptions {
-            vertex_min_parallelism: vertex_min,
-            vertex_max_parallelism: vertex_max,
-            ..options(mode, false)
-        };
+        let mut options = options(mode, false);
+        options.vertex_min_parallelism = vertex_min;
+        options.vertex_max_parallelism = vertex_max;
         let history = ScalingHistory::new();
         let decision = decide(&input(&topology, &evaluated, &history, &options), &mut DelayedScaleDown::default());
         let vertex = decision.vertices["src"];

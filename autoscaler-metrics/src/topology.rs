@@ -164,6 +164,7 @@ impl ShipStrategy {
 
 /// A vertex as declared by the caller (before it is placed in a [`JobTopology`]).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct VertexSpec {
     /// Vertex id.
     pub id: VertexId,
@@ -193,6 +194,30 @@ impl VertexSpec {
             finished: false,
             slot_sharing_group: None,
         }
+    }
+
+    /// The vertex with its human-readable `name`.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The vertex with `partitions` source partitions (0 = unknown).
+    pub fn with_source_partitions(mut self, partitions: u32) -> Self {
+        self.num_source_partitions = partitions;
+        self
+    }
+
+    /// The vertex, FINISHED when `finished`.
+    pub fn with_finished(mut self, finished: bool) -> Self {
+        self.finished = finished;
+        self
+    }
+
+    /// The vertex in slot sharing group `group`.
+    pub fn with_slot_sharing_group(mut self, group: impl Into<String>) -> Self {
+        self.slot_sharing_group = Some(group.into());
+        self
     }
 }
 

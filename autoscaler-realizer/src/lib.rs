@@ -93,6 +93,7 @@
 mod collector;
 mod context;
 mod cooldown;
+mod error;
 mod fetcher;
 mod options;
 mod realizer;
@@ -105,6 +106,7 @@ pub use context::FlinkRestContext;
 pub use cooldown::{
     CooldownConfig, CooldownRealizer, IN_FLIGHT_GRACE, InFlight, RescaleInFlightGuard, parallelism_applied,
 };
+pub use error::{Error, Result};
 pub use fetcher::FlinkClusterJobListFetcher;
 pub use options::{
     COOLDOWN_AFTER_RESCALING, FLINK_CLUSTER_HOST, FLINK_CLUSTER_HOST_DEPRECATED, FLINK_CLUSTER_PORT,

@@ -10,6 +10,7 @@ use autoscaler_core::{
 use autoscaler_metrics::collection::FlinkMetric;
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, MetricValues, ScalingMetric, ShipStrategy};
 use autoscaler_realizer::RestMetricsCollector;
+use autoscaler_realizer::rest::RestError;
 use chrono::{DateTime, TimeDelta, Utc};
 use common::*;
 use wiremock::matchers::{method, path, query_param_contains, query_param_is_missing};
@@ -409,11 +410,18 @@ async fn other_server_errors_fail_the_collection_naming_the_endpoint() {
         .collect(&ctx, &opts(&ctx), stable_now())
         .await
     {
-        Err(CollectError::Failed(message)) => {
+        Err(error @ CollectError::Platform(_)) => {
+            let message = error.to_string();
+            assert!(message.starts_with("metric collection failed: "), "{message}");
             assert!(message.contains(&subtask_metrics_path(KEYED)), "{message}");
-            assert!(message.contains("500"), "{message}");
+            // The REST error is kept as the cause, typed.
+            let cause = std::error::Error::source(&error).and_then(|c| c.downcast_ref::<RestError>());
+            assert!(
+                matches!(cause, Some(RestError::Status { status: 500, .. })),
+                "{cause:?}"
+            );
         }
-        other => panic!("expected Failed, got {other:?}"),
+        other => panic!("expected Platform, got {other:?}"),
     }
 }
 

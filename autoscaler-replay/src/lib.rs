@@ -23,6 +23,7 @@
 //! assert_eq!(result["format"], "flink-autoscaler-result/1");
 //! ```
 
+mod error;
 pub mod explain;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
@@ -32,6 +33,7 @@ pub mod recording;
 pub mod recording_replay;
 mod scenario;
 
+pub use error::{Error, Result};
 pub use output::{RESULT_FORMAT, explanation_json};
 pub use pipeline::{ReplayResult, replay, replay_result};
 pub(crate) use scenario::parse_topology;

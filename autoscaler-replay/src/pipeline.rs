@@ -288,11 +288,11 @@ pub fn replay_result(s: Scenario) -> Result<ReplayResult, ScenarioError> {
             };
             state.metric_history = snapshots.into_iter().collect();
             CycleMetrics::Collected {
-                collected: CollectedJobMetrics {
+                collected: CollectedJobMetrics::new(
                     topology,
-                    job_running_since: job.running_since.unwrap_or(now),
-                    metrics: MetricsSnapshot::Scaling(latest),
-                },
+                    job.running_since.unwrap_or(now),
+                    MetricsSnapshot::Scaling(latest),
+                ),
                 collected_at,
             }
         }

@@ -324,11 +324,11 @@ fn run_cycle(
     let input = CycleInput {
         now: at,
         metrics: CycleMetrics::Collected {
-            collected: CollectedJobMetrics {
-                topology: topology.clone(),
-                job_running_since: snapshot.job_running_since,
-                metrics: snapshot_metrics(&snapshot.metrics),
-            },
+            collected: CollectedJobMetrics::new(
+                topology.clone(),
+                snapshot.job_running_since,
+                snapshot_metrics(&snapshot.metrics),
+            ),
             collected_at: at,
         },
         options,

@@ -114,11 +114,11 @@ impl MetricsCollector<String, SimContext> for SimMetricsCollector {
         let topology = sim.topology().map_err(|e| CollectError::Failed(e.to_string()))?;
         let running_since = sim_instant(sim.running_since());
         drop(sim);
-        Ok(CollectedJobMetrics {
+        Ok(CollectedJobMetrics::new(
             topology,
-            job_running_since: running_since,
-            metrics: MetricsSnapshot::Flink(raw),
-        })
+            running_since,
+            MetricsSnapshot::Flink(raw),
+        ))
     }
 }
 

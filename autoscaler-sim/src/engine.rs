@@ -389,7 +389,7 @@ impl Simulator {
         self.now_ms += dt_ms;
         self.account_backlog(backlog_before, dt_ms);
         let update_ms = (self.job.settings.meter_update.as_millis() as u64).max(dt_ms);
-        if self.state == SimJobState::Running && (self.now_ms - self.running_since_ms) % update_ms == 0 {
+        if self.state == SimJobState::Running && (self.now_ms - self.running_since_ms).is_multiple_of(update_ms) {
             self.snapshot_meters();
         }
     }

@@ -1,15 +1,26 @@
-//! The databases behind the stores: URL parsing, pools, the embedded migrations and every SQL
-//! statement, one dialect per database.
+//! The databases behind the stores: pools, the embedded migrations and every SQL statement, one
+//! dialect per database. Compiled with at least one driver feature (`sqlite`, `postgres`,
+//! `mysql`), each driver's pool only with its own; without any, `nodb.rs` stands in.
 
+#[cfg(feature = "mysql")]
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+#[cfg(feature = "postgres")]
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+#[cfg(feature = "sqlite")]
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub(crate) use crate::rows::{EventRow, Fence, JobWrites, WINDOW_INDEX, WindowWrite};
+use crate::url::missing_driver;
+#[cfg(test)]
+use crate::url::redact_password;
+pub(crate) use crate::url::{StateUrl, StoreOptions};
 use autoscaler_core::StateError;
 use chrono::{DateTime, Utc};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection as _, Row as _};
 use std::borrow::Cow;
 use std::fmt;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -28,116 +39,13 @@ const SCHEMA_V1_VERSION: i64 = 20261201000001;
 /// sqlx migration version of the lease tables.
 const SCHEMA_V2_VERSION: i64 = 20261205000001;
 
-/// How a store reaches its database; see [`StoreOptions`] for the knobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StateUrl {
-    /// `memory`: nothing persisted.
-    Memory,
-    /// `sqlite:PATH` (or `sqlite://PATH`, `sqlite::memory:`): one SQLite file.
-    Sqlite(String),
-    /// `postgres://...` or `postgresql://...`.
-    Postgres(String),
-    /// `mysql://...` or `mariadb://...`.
-    MySql(String),
-}
-
-impl StateUrl {
-    /// The backend's name: `memory`, `sqlite`, `postgres` or `mysql` (the `store` label of the
-    /// flush metrics).
-    pub fn backend(&self) -> &'static str {
-        match self {
-            Self::Memory => "memory",
-            Self::Sqlite(_) => "sqlite",
-            Self::Postgres(_) => "postgres",
-            Self::MySql(_) => "mysql",
-        }
-    }
-}
-
-impl FromStr for StateUrl {
-    type Err = StateError;
-
-    fn from_str(url: &str) -> Result<Self, StateError> {
-        let url = url.trim();
-        if url == "memory" || url == "memory:" {
-            Ok(StateUrl::Memory)
-        } else if let Some(rest) = url.strip_prefix("sqlite:") {
-            // `sqlite:` alone (or `sqlite://`, `sqlite:?mode=rwc`) names no file, and SQLite then
-            // opens a temporary database that is deleted on close: state would be lost silently.
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.split('?').next().is_none_or(|p| p.trim().is_empty()) {
-                return Err(StateError::Backend {
-                    operation: "open",
-                    message: format!(
-                        "state URL `{url}` names no file: use `sqlite:PATH` (or `sqlite::memory:` / `memory` for state that is not kept)"
-                    ),
-                });
-            }
-            Ok(StateUrl::Sqlite(url.to_owned()))
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(StateUrl::Postgres(url.to_owned()))
-        } else if url.starts_with("mysql://") {
-            Ok(StateUrl::MySql(url.to_owned()))
-        } else if let Some(rest) = url.strip_prefix("mariadb://") {
-            Ok(StateUrl::MySql(format!("mysql://{rest}")))
-        } else {
-            Err(StateError::Backend {
-                operation: "open",
-                message: format!(
-                    "unsupported state URL `{}`: use `memory`, `sqlite:PATH`, `postgres://...` or `mysql://...`",
-                    redact_password(url)
-                ),
-            })
-        }
-    }
-}
-
-impl fmt::Display for StateUrl {
-    /// The URL without its password.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StateUrl::Memory => f.write_str("memory"),
-            StateUrl::Sqlite(url) => f.write_str(url),
-            StateUrl::Postgres(url) | StateUrl::MySql(url) => f.write_str(&redact_password(url)),
-        }
-    }
-}
-
-/// The URL without its secrets, for messages (the family's one rule: [`redact_url`]).
-fn redact_password(url: &str) -> String {
-    autoscaler_core::secret::redact_url(url)
-}
-
-/// Tuning of a database-backed store or event handler.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreOptions {
-    /// Upper bound on connections in the pool.
-    pub max_connections: u32,
-    /// How long an operation waits for a connection before failing; bounds how long a flush against a
-    /// database that is down takes.
-    pub acquire_timeout: Duration,
-    /// SQLite only: how long a write waits for another process's lock.
-    pub busy_timeout: Duration,
-    /// Serialized states at least this many bytes long are gzip-compressed.
-    pub compression_threshold: usize,
-    /// Whether to run the embedded migrations on open (turn off when a DBA manages the schema).
-    pub migrate: bool,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            max_connections: 4,
-            acquire_timeout: Duration::from_secs(10),
-            busy_timeout: Duration::from_secs(5),
-            compression_threshold: crate::codec::DEFAULT_COMPRESSION_THRESHOLD,
-            migrate: true,
-        }
-    }
-}
-
-/// SQL dialects differ in placeholders, upsert syntax and DDL.
+/// SQL dialects differ in placeholders, upsert syntax and DDL. Every dialect's statements are
+/// kept whatever drivers are compiled (they are plain text, and tested as such).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
 pub(crate) enum Dialect {
     Sqlite,
     Postgres,
@@ -147,8 +55,11 @@ pub(crate) enum Dialect {
 /// A connected database.
 #[derive(Debug, Clone)]
 pub(crate) enum Database {
+    #[cfg(feature = "sqlite")]
     Sqlite(SqlitePool),
+    #[cfg(feature = "postgres")]
     Postgres(PgPool),
+    #[cfg(feature = "mysql")]
     MySql(MySqlPool),
 }
 
@@ -288,66 +199,18 @@ fn backend_error(operation: &'static str, error: impl fmt::Display) -> StateErro
     }
 }
 
-/// The `state_type` of a job's window index row: which generation of snapshot rows the
-/// database holds (see [`crate::cache`]).
-pub(crate) const WINDOW_INDEX: &str = "collectedMetricsIndex";
-
-/// Every snapshot row of a window, encoded on demand.
-pub(crate) type EncodeAll<'a> = dyn Fn() -> Result<Vec<(String, String)>, StateError> + Send + Sync + 'a;
-
-/// What a flush writes for one job's metric window.
-pub(crate) enum WindowWrite<'a> {
-    /// Delete every snapshot row and the index.
-    Remove,
-    /// Store the window: when the index row is still `expected_index`, write `added` and delete
-    /// `trimmed`; otherwise replace every snapshot row by `all()`. Either way the index becomes
-    /// `new_index`. The index row is locked first.
-    Store {
-        /// The index row this process last read or wrote; `None` when it knows of none.
-        expected_index: Option<String>,
-        /// The index row to write.
-        new_index: String,
-        /// Snapshot rows (`state_type`, value) the database does not hold yet.
-        added: Vec<(String, String)>,
-        /// `state_type`s of snapshot rows the window no longer holds.
-        trimmed: Vec<String>,
-        /// Every snapshot row of the window.
-        all: Box<EncodeAll<'a>>,
-    },
-}
-
-/// The writes of one job's flush.
-pub(crate) struct JobWrites<'a> {
-    /// The metric window's rows, if it changed.
-    pub(crate) window: Option<WindowWrite<'a>>,
-    /// Other rows to insert or update, (`state_type`, value) in `state_type` order.
-    pub(crate) upserts: Vec<(&'static str, String)>,
-    /// `state_type`s of rows to delete, in order.
-    pub(crate) deletes: Vec<&'static str>,
-}
-
 /// Runs `$body` with `$pool` bound to the concrete pool, so one generic body serves every driver.
 macro_rules! with_pool {
     ($db:expr, $pool:ident => $body:expr) => {
         match $db {
+            #[cfg(feature = "sqlite")]
             Database::Sqlite($pool) => $body,
+            #[cfg(feature = "postgres")]
             Database::Postgres($pool) => $body,
+            #[cfg(feature = "mysql")]
             Database::MySql($pool) => $body,
         }
     };
-}
-
-/// One stored event row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct EventRow {
-    pub(crate) id: i64,
-    pub(crate) create_time: DateTime<Utc>,
-    pub(crate) update_time: DateTime<Utc>,
-    pub(crate) reason: String,
-    pub(crate) event_type: String,
-    pub(crate) message: String,
-    pub(crate) event_count: i32,
-    pub(crate) event_key: String,
 }
 
 /// A connected database with its statements.
@@ -399,6 +262,7 @@ impl Db {
             StateUrl::Memory => {
                 return Err(backend_error("open", "`memory` has no database"));
             }
+            #[cfg(feature = "sqlite")]
             StateUrl::Sqlite(raw) => {
                 let in_memory = raw.contains(":memory:");
                 let connect = SqliteConnectOptions::from_str(raw)
@@ -429,6 +293,7 @@ impl Db {
                     .map_err(open_error)?;
                 (Database::Sqlite(pool), Dialect::Sqlite)
             }
+            #[cfg(feature = "postgres")]
             StateUrl::Postgres(raw) => {
                 let connect = PgConnectOptions::from_str(raw).map_err(open_error)?;
                 let pool = PgPoolOptions::new()
@@ -439,6 +304,7 @@ impl Db {
                     .map_err(open_error)?;
                 (Database::Postgres(pool), Dialect::Postgres)
             }
+            #[cfg(feature = "mysql")]
             StateUrl::MySql(raw) => {
                 let connect = MySqlConnectOptions::from_str(raw)
                     .map_err(open_error)?
@@ -451,6 +317,8 @@ impl Db {
                     .map_err(open_error)?;
                 (Database::MySql(pool), Dialect::MySql)
             }
+            #[allow(unreachable_patterns)] // every driver compiled in
+            _ => return Err(missing_driver(url)),
         };
         let db = Db {
             database,
@@ -792,13 +660,6 @@ impl Db {
     pub(crate) async fn close(&self) {
         with_pool!(&self.database, pool => pool.close().await)
     }
-}
-
-/// The writer of a fenced flush: the lease's owner and the epoch it was given.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Fence<'a> {
-    pub(crate) owner: &'a str,
-    pub(crate) epoch: i64,
 }
 
 /// The statements of the replica and lease tables. Every time in them is the database's clock,

@@ -167,7 +167,7 @@
 //! job must be held on this process's clock (its local deadline not passed), the cache must have
 //! been loaded under the current epoch, and the flush's transaction first runs
 //! `UPDATE ... SET epoch = epoch WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > now`.
-//! Matching no row refuses the flush with [`StateError::Fenced`](autoscaler_core::StateError::Fenced) and nothing is written; matching
+//! Matching no row refuses the flush with [`StateError::Fenced`] and nothing is written; matching
 //! it locks the lease row until the commit, so a takeover waits for the flush and the new owner
 //! reads what it wrote.
 //!
@@ -226,18 +226,35 @@
 
 mod cache;
 mod codec;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+mod db;
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+#[path = "nodb.rs"]
 mod db;
 mod event;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod lease;
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+#[path = "nolease.rs"]
+mod lease;
+mod rows;
 mod store;
+mod url;
+
+/// The stores' error: the core's [`StateError`], which the
+/// [`AutoScalerStateStore`](autoscaler_core::AutoScalerStateStore) trait returns.
+pub use autoscaler_core::StateError;
+/// `Result` with [`StateError`] as the default error type (as sqlx's `Result`).
+pub type Result<T, E = StateError> = std::result::Result<T, E>;
 
 pub use codec::{
     DEFAULT_COMPRESSION_THRESHOLD, FORMAT_VERSION, MAX_DECOMPRESSED_STATE_BYTES, StateType, decode_state_value,
 };
-pub use db::{StateUrl, StoreOptions};
 pub use event::{AnyEventHandler, StoredEvent, event_key, open_event_handler};
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub use lease::{DbJobOwnership, LeaseInfo};
 pub use store::{
     AnyStateStore, InMemoryStateStore, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_FAILED_REASON,
     flush_or_warn, open_state_store,
 };
+pub use url::{StateUrl, StoreOptions};

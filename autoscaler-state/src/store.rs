@@ -256,12 +256,20 @@ impl AnyStateStore {
     }
 
     /// The store's database, if it has one.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )] // used by the leases
     pub(crate) fn database(&self) -> Option<&Db> {
         self.db.as_deref()
     }
 
     /// The database and the fence book of a store a [`DbJobOwnership`](crate::DbJobOwnership)
     /// attaches to; fails if the store has no database or is already fenced.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+        allow(dead_code)
+    )] // used by the leases
     pub(crate) fn attach_fences(&self, book: Arc<FenceBook>) -> StateResult<Arc<Db>> {
         let Some(db) = &self.db else {
             return Err(StateError::Backend {

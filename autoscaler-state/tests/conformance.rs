@@ -996,13 +996,7 @@ async fn scaling_reports_dedup_by_parallelism(db: &TestDb) {
         let (c, header) = (&c, header.to_owned());
         async move {
             let text = autoscaler_core::scaling_report(&summaries, &header);
-            let report = autoscaler_core::ScalingReport {
-                summaries: &summaries,
-                header: &header,
-                text: &text,
-                root_cause: None,
-                interval,
-            };
+            let report = autoscaler_core::ScalingReport::new(&summaries, &header, &text, None, interval);
             handler.handle_scaling_event(c, &report).await;
         }
     };

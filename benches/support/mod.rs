@@ -32,11 +32,11 @@ impl<C: JobAutoScalerContext<String>> MetricsCollector<String, C> for Replayed {
         _: &AutoScalerOptions,
         _: DateTime<Utc>,
     ) -> Result<CollectedJobMetrics, CollectError> {
-        Ok(CollectedJobMetrics {
-            topology: self.topology.clone(),
-            job_running_since: self.running_since,
-            metrics: MetricsSnapshot::Scaling(self.latest.clone()),
-        })
+        Ok(CollectedJobMetrics::new(
+            self.topology.clone(),
+            self.running_since,
+            MetricsSnapshot::Scaling(self.latest.clone()),
+        ))
     }
 }
 

@@ -136,11 +136,11 @@ impl MetricsCollector<String, Ctx> for ScriptedJob {
                 metrics.global_metrics.insert(metric, value);
             }
         }
-        Ok(CollectedJobMetrics {
-            topology: self.topology()?,
-            job_running_since: *lock(&self.running_since),
-            metrics: MetricsSnapshot::Scaling(metrics),
-        })
+        Ok(CollectedJobMetrics::new(
+            self.topology()?,
+            *lock(&self.running_since),
+            MetricsSnapshot::Scaling(metrics),
+        ))
     }
 }
 

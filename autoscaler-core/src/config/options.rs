@@ -43,8 +43,10 @@ pub enum AlignmentMode {
 }
 
 /// Every `job.autoscaler.*` option the autoscaler reads, resolved with the reference's defaults,
-/// fallback and deprecated keys.
+/// fallback and deprecated keys. Parsed with [`AutoScalerOptions::from_configuration`]; built by
+/// hand from [`Default`] (the reference's defaults), then setting fields.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AutoScalerOptions {
     /// `enabled` (false).
     pub enabled: bool,

@@ -38,6 +38,7 @@ impl fmt::Display for EventType {
 /// and Kubernetes handlers do), its header, its text as the decision rendered it, and the
 /// cycle's root-cause line.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ScalingReport<'a> {
     /// The reported vertices' summaries.
     pub summaries: &'a VertexMap<ScalingSummary>,
@@ -53,6 +54,26 @@ pub struct ScalingReport<'a> {
     pub interval: Duration,
 }
 
+impl<'a> ScalingReport<'a> {
+    /// A report of `summaries` under `header` with its rendered `text` (see [`scaling_report`]),
+    /// the cycle's `root_cause` line if any, and the dedup `interval`.
+    pub fn new(
+        summaries: &'a VertexMap<ScalingSummary>,
+        header: &'a str,
+        text: &'a str,
+        root_cause: Option<&'a str>,
+        interval: Duration,
+    ) -> Self {
+        Self {
+            summaries,
+            header,
+            text,
+            root_cause,
+            interval,
+        }
+    }
+}
+
 impl ScalingReport<'_> {
     /// The report of a live cycle: the reference's text unchanged, then, when the cycle found a
     /// bottleneck, one added line naming it (e.g. `bottleneck: expensive-keyed (busy 98%),
@@ -62,13 +83,10 @@ impl ScalingReport<'_> {
     /// ```
     /// use autoscaler_core::ScalingReport;
     /// let header = "Scaling execution enabled, begin scaling vertices:";
-    /// let report = ScalingReport {
-    ///     summaries: &Default::default(),
-    ///     header,
-    ///     text: header,
-    ///     root_cause: Some("bottleneck: sink (busy 98%), backpressuring Source: orders"),
-    ///     interval: std::time::Duration::from_secs(1800),
-    /// };
+    /// let summaries = Default::default();
+    /// let root_cause = Some("bottleneck: sink (busy 98%), backpressuring Source: orders");
+    /// let interval = std::time::Duration::from_secs(1800);
+    /// let report = ScalingReport::new(&summaries, header, header, root_cause, interval);
     /// assert_eq!(report.message(), "Scaling execution enabled, begin scaling vertices:\nbottleneck: sink (busy 98%), backpressuring Source: orders");
     /// ```
     pub fn message(&self) -> String {

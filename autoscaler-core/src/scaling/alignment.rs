@@ -206,7 +206,7 @@ fn smallest_divisor_at_least(n: i64, from: i64) -> Option<i64> {
     let mut best: Option<u64> = None;
     let mut i = 1u64;
     while i <= m / i {
-        if m % i == 0 {
+        if m.is_multiple_of(i) {
             for d in [i, m / i] {
                 if d >= from && best.is_none_or(|b| d < b) {
                     best = Some(d);

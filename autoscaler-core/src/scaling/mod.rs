@@ -145,6 +145,7 @@ pub struct DecisionInput<'a> {
 
 /// Why a decision changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum NoChangeReason {
     /// No vertex has a target different from its current parallelism.
     AtTarget,
@@ -154,6 +155,7 @@ pub enum NoChangeReason {
 
 /// Why a decision that wanted to change parallelisms is not executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BlockReason {
     /// GC pressure or heap usage above its threshold (checked before any vertex).
     MemoryPressure,
@@ -173,6 +175,7 @@ pub enum BlockReason {
 
 /// The result of one decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DecisionOutcome {
     /// The summaries are to be applied.
     Scale,

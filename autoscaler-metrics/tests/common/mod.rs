@@ -100,10 +100,10 @@ pub fn load_scenario(path: &Path) -> Scenario {
         .topology
         .vertices
         .into_iter()
-        .map(|v| VertexSpec {
-            num_source_partitions: v.num_source_partitions,
-            finished: v.finished,
-            ..VertexSpec::new(v.id, v.parallelism, v.max_parallelism)
+        .map(|v| {
+            VertexSpec::new(v.id, v.parallelism, v.max_parallelism)
+                .with_source_partitions(v.num_source_partitions)
+                .with_finished(v.finished)
         })
         .collect();
     let edges = file

@@ -368,11 +368,11 @@ where
             task_slots,
             task_manager_metrics,
         };
-        Ok(CollectedJobMetrics {
+        Ok(CollectedJobMetrics::new(
             topology,
-            job_running_since: running_since,
-            metrics: MetricsSnapshot::Flink(raw),
-        })
+            running_since,
+            MetricsSnapshot::Flink(raw),
+        ))
     }
 
     async fn cleanup(&self, job_key: &K) {
@@ -491,8 +491,10 @@ async fn task_slot_metrics(client: &FlinkRestClient) -> Result<Option<TaskSlotMe
     })
 }
 
+/// A failed REST call, kept as the cause (the message is "metric collection failed: " and the
+/// [`RestError`]'s).
 fn failed(e: RestError) -> CollectError {
-    CollectError::Failed(e.to_string())
+    CollectError::platform(e)
 }
 
 /// A job that vanished between listing and collection (cancelled, finished and purged) is not an

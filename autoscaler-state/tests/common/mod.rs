@@ -447,7 +447,7 @@ pub fn sample(version: u32) -> Sample {
             recommended_parallelisms: VecDeque::from([RecommendedParallelism {
                 trigger_time: t(i64::from(version)),
                 parallelism: version,
-                outside_utilization_bound: version % 2 == 0,
+                outside_utilization_bound: version.is_multiple_of(2),
             }]),
         },
     );

@@ -1278,14 +1278,8 @@ mod tests {
             .global
             .insert(ScalingMetric::NumTaskSlotsUsed, EvaluatedScalingMetric::of(8.0));
         series.set_evaluation(Arc::new(evaluated));
-        let topology = JobTopology::new(
-            vec![VertexSpec {
-                name: Some("Sink".into()),
-                ..VertexSpec::new("v1", 2, 128)
-            }],
-            vec![],
-        )
-        .expect("topology");
+        let topology =
+            JobTopology::new(vec![VertexSpec::new("v1", 2, 128).with_name("Sink")], vec![]).expect("topology");
         series.set_topology(&topology);
         assert!(
             !series.wants_gauges(),
@@ -1583,9 +1577,8 @@ mod tests {
         let metrics = ServiceMetrics::with_options(detail, Duration::from_secs(30));
         metrics.register_sources(["prod"]);
         let specs: Vec<VertexSpec> = (0..vertices)
-            .map(|v| VertexSpec {
-                name: Some(format!("Map: enrich-orders-{v:02}")),
-                ..VertexSpec::new(format!("{v:032x}").as_str(), 4, 128)
+            .map(|v| {
+                VertexSpec::new(format!("{v:032x}").as_str(), 4, 128).with_name(format!("Map: enrich-orders-{v:02}"))
             })
             .collect();
         let topology = JobTopology::new(specs, vec![]).expect("topology");
