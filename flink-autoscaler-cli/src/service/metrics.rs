@@ -807,9 +807,6 @@ impl Health {
             }
             Some(_) => {}
         }
-        if !self.state_ok.load(Ordering::Relaxed) {
-            return Some("the state store is unreachable (the last flush failed)".to_owned());
-        }
         if let Some((replica, stats)) = self.ownership.get()
             && !stats.last_round_succeeded()
         {
@@ -817,6 +814,9 @@ impl Health {
                 "replica {replica} cannot renew its job leases in the state database ({} failed rounds so far): its jobs stop at their lease deadlines",
                 stats.failed_rounds()
             ));
+        }
+        if !self.state_ok.load(Ordering::Relaxed) {
+            return Some("the state store is unreachable (the last flush failed)".to_owned());
         }
         None
     }
