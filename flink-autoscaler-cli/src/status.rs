@@ -6,6 +6,13 @@
 //!   with `{"error": "unknown job"}`. Keys may contain `/` (`/jobs/prod/abc` is the job
 //!   `prod/abc`).
 //!
+//! When replicas share the state database, every answer also says who owns the job: `"owned"`
+//! (whether this replica holds the job's lease now) and `"owner"` (this replica's id when owned;
+//! otherwise, in `/jobs/{key}`, the holder the database's lease row names, `null` when the lease
+//! is free or expired, with its `"epoch"`). A job this replica does not own keeps the record of
+//! its last cycle here, if it had one; `/jobs/{key}` also answers for a job it never decided on
+//! when the database has a lease row for it (`"record": null`).
+//!
 //! `age_seconds` is how long ago the record's cycle ran; `stale` is true once that is longer than
 //! the board's staleness bound (the service's `autoscaler.service.readiness.max-staleness`): the
 //! job has not been decided on since (its source cannot be listed, its cycles fail).
@@ -13,7 +20,9 @@
 //! [`DecisionBoard`] keeps the records; [`router`] serves them and merges into the service's own
 //! router (or serves alone on `--status-addr`).
 
+use autoscaler_core::Ownership;
 use autoscaler_core::record::DecisionRecord;
+use autoscaler_state::DbJobOwnership;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -31,6 +40,77 @@ use std::time::Duration;
 pub struct DecisionBoard {
     records: RwLock<BTreeMap<String, DecisionRecord>>,
     max_staleness: Duration,
+    owners: std::sync::OnceLock<Owners>,
+}
+
+/// How long `/jobs/{key}` waits for the database's lease row of a job this replica does not own.
+const LEASE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Who owns the jobs, when replicas share the state database.
+#[derive(Debug)]
+pub struct Owners {
+    replica: String,
+    current: tokio::sync::watch::Receiver<Arc<Ownership<String>>>,
+    leases: Arc<DbJobOwnership>,
+}
+
+impl Owners {
+    /// `replica`'s view: the loop's latest answer (`current`) and the lease rows of `leases`.
+    pub fn new(
+        replica: String,
+        current: tokio::sync::watch::Receiver<Arc<Ownership<String>>>,
+        leases: Arc<DbJobOwnership>,
+    ) -> Self {
+        Self {
+            replica,
+            current,
+            leases,
+        }
+    }
+
+    /// Whether this replica holds a valid lease of `job` now.
+    fn owns(&self, job: &str) -> bool {
+        self.current
+            .borrow()
+            .valid_lease(&job.to_owned(), tokio::time::Instant::now())
+            .is_some()
+    }
+
+    /// The `owned`, `owner` (and `epoch`, from the database, for a job not owned) fields of `job`;
+    /// whether the database knows the job.
+    async fn describe(&self, job: &str) -> (serde_json::Map<String, Value>, bool) {
+        let mut fields = serde_json::Map::new();
+        if self.owns(job) {
+            fields.insert("owned".into(), json!(true));
+            fields.insert("owner".into(), json!(self.replica));
+            return (fields, true);
+        }
+        fields.insert("owned".into(), json!(false));
+        // Bounded: the status must answer even while the database does not.
+        let lookup = tokio::time::timeout(LEASE_LOOKUP_TIMEOUT, self.leases.lease(job)).await;
+        match lookup.unwrap_or_else(|_| {
+            Err(autoscaler_core::StateError::Backend {
+                operation: "lease",
+                message: format!("no answer within {LEASE_LOOKUP_TIMEOUT:?}"),
+            })
+        }) {
+            Ok(Some(lease)) => {
+                let owner = lease.owner.filter(|_| lease.remaining_ms > 0);
+                fields.insert("owner".into(), json!(owner));
+                fields.insert("epoch".into(), json!(lease.epoch));
+                (fields, true)
+            }
+            Ok(None) => {
+                fields.insert("owner".into(), Value::Null);
+                (fields, false)
+            }
+            Err(error) => {
+                fields.insert("owner".into(), Value::Null);
+                fields.insert("owner_error".into(), json!(error.to_string()));
+                (fields, false)
+            }
+        }
+    }
 }
 
 impl Default for DecisionBoard {
@@ -50,6 +130,7 @@ impl DecisionBoard {
         Self {
             records: RwLock::new(BTreeMap::new()),
             max_staleness,
+            owners: std::sync::OnceLock::new(),
         }
     }
 
@@ -57,6 +138,11 @@ impl DecisionBoard {
     fn age(&self, record: &DecisionRecord, now: DateTime<Utc>) -> (f64, bool) {
         let age = (now - record.at).num_milliseconds().max(0) as f64 / 1000.0;
         (age, age > self.max_staleness.as_secs_f64())
+    }
+
+    /// Adds who owns each job to the answers (replicas sharing a database). Set once.
+    pub fn set_owners(&self, owners: Owners) {
+        let _ = self.owners.set(owners);
     }
 
     /// Stores `record` as the latest of `job`.
@@ -89,7 +175,13 @@ impl DecisionBoard {
                     .iter()
                     .map(|(job, r)| {
                         let (age, stale) = self.age(r, now);
-                        json!({"job": job, "at": r.at, "age_seconds": age, "stale": stale, "outcome": r.outcome, "reason": r.reason, "summary": r.summary})
+                        let mut entry = json!({"job": job, "at": r.at, "age_seconds": age, "stale": stale, "outcome": r.outcome, "reason": r.reason, "summary": r.summary});
+                        if let (Some(owners), Some(fields)) = (self.owners.get(), entry.as_object_mut()) {
+                            let owned = owners.owns(job);
+                            fields.insert("owned".into(), json!(owned));
+                            fields.insert("owner".into(), if owned { json!(owners.replica) } else { Value::Null });
+                        }
+                        entry
                     })
                     .collect()
             })
@@ -112,16 +204,26 @@ async fn list(State(board): State<Arc<DecisionBoard>>) -> Response {
 }
 
 async fn one(State(board): State<Arc<DecisionBoard>>, Path(key): Path<String>) -> Response {
-    match board.get(&key) {
+    let (ownership, known) = match board.owners.get() {
+        Some(owners) => {
+            let (fields, known) = owners.describe(&key).await;
+            (Some(fields), known)
+        }
+        None => (None, false),
+    };
+    let mut body = match board.get(&key) {
         Some(record) => {
             let (age, stale) = board.age(&record, Utc::now());
-            json_response(
-                StatusCode::OK,
-                &json!({"job": key, "age_seconds": age, "stale": stale, "record": record}),
-            )
+            json!({"job": key, "age_seconds": age, "stale": stale, "record": record})
         }
-        None => json_response(StatusCode::NOT_FOUND, &json!({"error": "unknown job", "job": key})),
+        // Another replica decides on it: the database knows its owner, this one has no record.
+        None if known => json!({"job": key, "record": null}),
+        None => return json_response(StatusCode::NOT_FOUND, &json!({"error": "unknown job", "job": key})),
+    };
+    if let (Some(fields), Some(object)) = (ownership, body.as_object_mut()) {
+        object.extend(fields);
     }
+    json_response(StatusCode::OK, &body)
 }
 
 /// The routes `/jobs` and `/jobs/{key}` over `board`.
@@ -241,6 +343,64 @@ mod tests {
         assert!((10.0..20.0).contains(&age), "{age}");
         assert_eq!(jobs[1]["job"], "old");
         assert_eq!(jobs[1]["stale"], true, "a record of 1970 is stale");
+    }
+
+    async fn body_of(response: Response) -> (StatusCode, Value) {
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// With replicas sharing a database: an owned job names this replica; a job another replica
+    /// leased is served from the lease row, even without a record here; an unknown job is 404.
+    #[tokio::test]
+    async fn answers_say_who_owns_the_job() {
+        let dir = std::env::temp_dir().join(format!("fa-status-owners-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let url = format!("sqlite:{}", dir.join("state.db").display());
+        let options = |id: &str| autoscaler_core::HaOptions {
+            replica_id: id.to_owned(),
+            ..autoscaler_core::HaOptions::default()
+        };
+        let store = autoscaler_state::AnyStateStore::open(&url).await.expect("store");
+        let mine = Arc::new(DbJobOwnership::attach(&store, options("me")).await.expect("attach"));
+        let other_store = autoscaler_state::AnyStateStore::open(&url).await.expect("store");
+        let other = DbJobOwnership::attach(&other_store, options("other"))
+            .await
+            .expect("attach");
+        assert!(other.try_take("theirs").await.expect("take").is_some());
+
+        let mut ownership = Ownership::default();
+        let lease = autoscaler_core::JobLease {
+            epoch: 1,
+            valid_until: tokio::time::Instant::now() + Duration::from_secs(60),
+        };
+        ownership.leases.insert("mine".to_owned(), lease);
+        let (_sender, current) = tokio::sync::watch::channel(Arc::new(ownership));
+        let board = Arc::new(DecisionBoard::new());
+        board.set_owners(Owners::new("me".into(), current, mine));
+        board.publish("mine", record("mine"));
+
+        let (status, v) = body_of(one(State(board.clone()), Path("mine".into())).await).await;
+        assert_eq!(
+            (status, &v["owned"], &v["owner"]),
+            (StatusCode::OK, &json!(true), &json!("me")),
+            "{v}"
+        );
+        let (status, v) = body_of(one(State(board.clone()), Path("theirs".into())).await).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(
+            (&v["owned"], &v["owner"], &v["epoch"], &v["record"]),
+            (&json!(false), &json!("other"), &json!(1), &Value::Null),
+            "{v}"
+        );
+        let (status, _) = body_of(one(State(board.clone()), Path("nobody".into())).await).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let list = board.list();
+        assert_eq!(list["jobs"][0]["owner"], json!("me"), "{list}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

@@ -13,8 +13,8 @@ use autoscaler_core::ControlLoopOptions;
 use autoscaler_core::secret::SecretSource;
 use autoscaler_core::{
     AutoScalerEventHandler, AutoScalerStateStore, FetchError, JobAutoScaler, JobAutoScalerImpl, JobListFetcher,
-    LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer, StandaloneAutoscaler,
-    async_trait, config::Configuration,
+    JobOwnership, LoggingEventHandler, MetricsCollector, ParallelismOverrides, RealizeError, ScalingRealizer,
+    StandaloneAutoscaler, async_trait, config::Configuration,
 };
 use autoscaler_realizer::{
     CooldownConfig, CooldownRealizer, RescaleApiScalingRealizer, RescaleInFlightGuard, RestMetricsCollector,
@@ -109,6 +109,10 @@ pub struct RunArgs {
     /// cancelled (Flink duration syntax); a second signal cancels them at once.
     #[arg(long, default_value = "30 s")]
     pub shutdown_grace: String,
+    /// This process's name among the replicas sharing the state database (overrides
+    /// `autoscaler.service.ha.replica-id`; default: host name and pid). Must be unique.
+    #[arg(long, value_name = "ID")]
+    pub replica_id: Option<String>,
 }
 
 /// Largest `--config` file read (Flink configurations are a few KiB).
@@ -315,6 +319,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let max_staleness =
         metrics::readiness_max_staleness(&base, loop_options.interval).map_err(|e| anyhow::anyhow!(e))?;
     let rest_config = RestClientConfig::from_configuration(&base).context("autoscaler options in --config")?;
+    let ha = service_config::ha_options(&base, args.replica_id.as_deref())?;
 
     for url in args.flink_urls.iter().chain(&args.yarn_rm_urls) {
         warn_if_password_on_command_line("source URL", url);
@@ -360,6 +365,31 @@ pub async fn run(args: RunArgs) -> Result<()> {
         async move { autoscaler_state::AnyStateStore::open_with(&url, &options).await }
     })
     .await?;
+    let backend = storage
+        .state_url
+        .expose()
+        .parse::<autoscaler_state::StateUrl>()
+        .ok()
+        .map(|url| url.backend());
+    // Replicas sharing a database own each job through its lease (the memory store is one process).
+    let ownership = match ha {
+        Some(ha) if backend.is_some_and(|b| b != "memory") => {
+            let replica = ha.replica_id.clone();
+            let ownership = autoscaler_state::DbJobOwnership::attach(&store, ha)
+                .await
+                .map_err(|e| anyhow::anyhow!("job leases in the state database: {e}"))?;
+            tracing::info!(replica = %replica, lease_duration = ?ownership.options().lease_duration, renew_interval = ?ownership.options().renew_interval, "sharing the jobs with the other replicas of the state database");
+            Some(Arc::new(ownership))
+        }
+        Some(_) => None,
+        None => {
+            tracing::info!(
+                "{} is false: this process acts on every job",
+                service_config::HA_ENABLED_KEY
+            );
+            None
+        }
+    };
     let store: Arc<dyn AutoScalerStateStore<String, Ctx>> =
         Arc::new(ObservedStateStore::new(Arc::new(store), metrics.clone()));
     let (events, ttl_cleaner): (Arc<dyn AutoScalerEventHandler<String, Ctx>>, _) = match &storage.events {
@@ -455,13 +485,7 @@ pub async fn run(args: RunArgs) -> Result<()> {
     let server = match args.metrics_addr {
         Some(addr) => {
             let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-            let store_kind = storage
-                .state_url
-                .expose()
-                .parse::<autoscaler_state::StateUrl>()
-                .ok()
-                .map(|url| url.backend())
-                .filter(|backend| *backend != "memory");
+            let store_kind = backend.filter(|backend| *backend != "memory");
             let process = install_prometheus_recorder(&names, store_kind)?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -486,6 +510,18 @@ pub async fn run(args: RunArgs) -> Result<()> {
             metrics.clone(),
             reloadable.clone(),
         ));
+    let control_loop = match &ownership {
+        Some(ownership) => {
+            let replica = ownership.options().replica_id.clone();
+            let control_loop = control_loop.with_ownership(Arc::clone(ownership) as Arc<dyn JobOwnership<String>>);
+            if let (Some(stats), Some(watch)) = (control_loop.ownership_stats(), control_loop.ownership_watch()) {
+                metrics.health().set_ownership(replica.clone(), stats);
+                board.set_owners(crate::status::Owners::new(replica, watch, Arc::clone(ownership)));
+            }
+            control_loop
+        }
+        None => control_loop,
+    };
     let reloader = spawn_reloader(hangups, inputs, &args, reloadable);
     let signals = signal_count();
     let mut first = signals.clone();

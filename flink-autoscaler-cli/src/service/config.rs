@@ -50,6 +50,10 @@ use std::time::Duration;
 pub const STARTUP_TIMEOUT_KEY: &str = "autoscaler.service.startup-timeout";
 /// Default of [`STARTUP_TIMEOUT_KEY`].
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Whether replicas sharing a database store coordinate through job leases (default `true`; the
+/// `memory` store never does). The other `autoscaler.service.ha.*` keys are
+/// [`autoscaler_core::HaOptions`]'.
+pub const HA_ENABLED_KEY: &str = "autoscaler.service.ha.enabled";
 /// The environment variable naming Flink's configuration directory.
 pub const FLINK_CONF_DIR: &str = "FLINK_CONF_DIR";
 /// The files looked for in [`FLINK_CONF_DIR`], in order (Flink 1.19+'s, then the legacy one).
@@ -232,6 +236,7 @@ pub fn check(conf: &Configuration, flags: CheckFlags<'_>) -> ConfigReport {
             .map_err(|e| e.to_string()),
     );
     service(startup_timeout(conf).map(drop).map_err(|e| e.to_string()));
+    service(ha_options(conf, None).map(drop).map_err(|e| e.to_string()));
     match settings::source_specs(flags.flink_urls, flags.yarn_urls, conf) {
         // Each source's own settings: credentials, TLS files, job selection, YARN access.
         Ok(specs) => {
@@ -274,6 +279,41 @@ pub fn startup_timeout(conf: &Configuration) -> Result<Duration, settings::Setti
             reason: format!("{value:?}: {reason}"),
         }),
     }
+}
+
+/// The replicated-operation settings: `None` when [`HA_ENABLED_KEY`] is `false`, else the
+/// `autoscaler.service.ha.*` options, with `replica_id` (`--replica-id`) over the configured one.
+/// Whether they apply at all depends on the store (a database store only).
+///
+/// # Errors
+/// When a key does not parse or the options do not validate (see
+/// [`autoscaler_core::HaOptions::validate`]).
+pub fn ha_options(
+    conf: &Configuration,
+    replica_id: Option<&str>,
+) -> Result<Option<autoscaler_core::HaOptions>, settings::SettingsError> {
+    let invalid = |key: &str, reason: String| settings::SettingsError::Invalid {
+        key: key.to_owned(),
+        reason,
+    };
+    if let Some(value) = conf.get(HA_ENABLED_KEY) {
+        let enabled = autoscaler_core::config::parse_bool(value)
+            .map_err(|e| invalid(HA_ENABLED_KEY, format!("{value:?}: {e}")))?;
+        if !enabled {
+            return Ok(None);
+        }
+    }
+    let mut options = autoscaler_core::HaOptions::from_configuration(conf).map_err(|e| match e {
+        autoscaler_core::config::OptionsError::InvalidValue { key, value, reason } => {
+            invalid(&key, format!("{value:?}: {reason}"))
+        }
+        other => invalid(autoscaler_core::HA_LEASE_DURATION_KEY, other.to_string()),
+    })?;
+    if let Some(id) = replica_id {
+        options.replica_id = id.to_owned();
+        options.validate().map_err(|e| invalid("--replica-id", e.to_string()))?;
+    }
+    Ok(Some(options))
 }
 
 /// `value` as `validate` may print it for `key` (see [`autoscaler_core::secret::redact_setting`]).
@@ -603,6 +643,74 @@ mod tests {
             .into_iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn replication_settings_parse_with_the_flag_over_the_key_and_can_be_turned_off() {
+        let conf = Configuration::from_iter([
+            (autoscaler_core::HA_REPLICA_ID_KEY, "from-config"),
+            (autoscaler_core::HA_LEASE_DURATION_KEY, "6 s"),
+            (autoscaler_core::HA_RENEW_INTERVAL_KEY, "2 s"),
+        ]);
+        let options = ha_options(&conf, None).expect("valid").expect("enabled");
+        assert_eq!(options.replica_id, "from-config");
+        assert_eq!(options.lease_duration, Duration::from_secs(6));
+        assert_eq!(options.renew_interval, Duration::from_secs(2));
+        assert_eq!(
+            ha_options(&conf, Some("flag"))
+                .expect("valid")
+                .expect("enabled")
+                .replica_id,
+            "flag"
+        );
+        // Defaults: on, 15 s / 5 s.
+        let defaults = ha_options(&Configuration::new(), None)
+            .expect("valid")
+            .expect("enabled");
+        assert_eq!(defaults.lease_duration, Duration::from_secs(15));
+        let off = Configuration::from_iter([(HA_ENABLED_KEY, "false")]);
+        assert_eq!(ha_options(&off, None).expect("valid"), None);
+        // Every problem names its key or flag, and `check` reports it.
+        for (conf, flag, named) in [
+            (
+                Configuration::from_iter([(HA_ENABLED_KEY, "maybe")]),
+                None,
+                HA_ENABLED_KEY,
+            ),
+            (
+                Configuration::from_iter([(autoscaler_core::HA_RENEW_INTERVAL_KEY, "10 s")]),
+                None,
+                autoscaler_core::HA_RENEW_INTERVAL_KEY,
+            ),
+            (
+                Configuration::from_iter([(autoscaler_core::HA_LEASE_DURATION_KEY, "soon")]),
+                None,
+                autoscaler_core::HA_LEASE_DURATION_KEY,
+            ),
+            (Configuration::new(), Some(" "), "--replica-id"),
+        ] {
+            let error = ha_options(&conf, flag).expect_err("invalid").to_string();
+            assert!(error.contains(named), "{error}");
+        }
+        let bad = Configuration::from_iter([(autoscaler_core::HA_RENEW_INTERVAL_KEY, "10 s")]);
+        let report = check(
+            &bad,
+            CheckFlags {
+                flink_urls: &[],
+                yarn_urls: &[],
+                state: None,
+                events: None,
+            },
+        );
+        assert!(
+            report
+                .errors
+                .iter()
+                .any(|e| e.contains(autoscaler_core::HA_RENEW_INTERVAL_KEY)),
+            "{:?}",
+            report.errors
+        );
+        assert!(report.warnings.iter().all(|w| !w.contains("autoscaler.service.ha")));
     }
 
     #[test]

@@ -30,7 +30,7 @@
 
 use autoscaler_core::config::{Configuration, parse_duration};
 use autoscaler_core::tuning::MEMORY_TUNING_GAUGE_PREFIX;
-use autoscaler_core::{AutoscalerMetricsReporter, GaugeKind};
+use autoscaler_core::{AutoscalerMetricsReporter, GaugeKind, OwnershipStats};
 use autoscaler_metrics::{EvaluatedMetrics, EvaluatedScalingMetric, JobTopology, ScalingMetric, VertexId};
 use autoscaler_realizer::sources::{JobLabels, SourceObserver};
 use std::collections::{BTreeMap, HashMap};
@@ -49,6 +49,12 @@ pub const SOURCE_FETCH_ERRORS: &str = "flink_autoscaler_source_fetch_errors_tota
 pub const LAST_SUCCESSFUL_CYCLE: &str = "flink_autoscaler_last_successful_cycle_timestamp_seconds";
 /// Name of the build information gauge.
 pub const BUILD_INFO: &str = "flink_autoscaler_build_info";
+/// Gauge of the jobs this replica holds the lease of (replicated operation only).
+pub const OWNED_JOBS: &str = "flink_autoscaler_owned_jobs";
+/// Gauge of the live replicas this replica sees in the state database, itself included.
+pub const HA_REPLICAS: &str = "flink_autoscaler_ha_replicas";
+/// Counter of the jobs this replica acquired, released or lost.
+pub const OWNERSHIP_CHANGES: &str = "flink_autoscaler_ownership_changes_total";
 
 /// Key of how long `/readyz` stays 200 without any source listed successfully (Flink duration
 /// syntax); default three control loop intervals.
@@ -418,6 +424,27 @@ pub fn catalogue() -> Vec<Family> {
             "Failed listings of the source's jobs.",
         ),
         family(
+            OWNED_JOBS,
+            "gauge",
+            "`replica`",
+            None,
+            "Jobs this replica holds the lease of, after its last round (only when replicas share a database store).",
+        ),
+        family(
+            HA_REPLICAS,
+            "gauge",
+            "`replica`",
+            None,
+            "Live replicas this replica sees in the state database, itself included.",
+        ),
+        family(
+            OWNERSHIP_CHANGES,
+            "counter",
+            "`replica`",
+            None,
+            "Jobs this replica acquired, released or lost.",
+        ),
+        family(
             JOB_INFO,
             "gauge",
             "`source`, `job_id`, `job_name`, `application` (YARN jobs)",
@@ -731,6 +758,8 @@ pub struct Health {
     listed_at_ms: AtomicU64,
     state_ok: AtomicBool,
     max_staleness: Duration,
+    /// The replica's name and job-lease counters, when it shares its jobs with other replicas.
+    ownership: std::sync::OnceLock<(String, Arc<OwnershipStats>)>,
 }
 
 impl Default for Health {
@@ -747,6 +776,7 @@ impl Health {
             listed_at_ms: AtomicU64::new(0),
             state_ok: AtomicBool::new(true),
             max_staleness,
+            ownership: std::sync::OnceLock::new(),
         }
     }
 
@@ -777,10 +807,25 @@ impl Health {
             }
             Some(_) => {}
         }
+        if let Some((replica, stats)) = self.ownership.get()
+            && !stats.last_round_succeeded()
+        {
+            return Some(format!(
+                "replica {replica} cannot renew its job leases in the state database ({} failed rounds so far): its jobs stop at their lease deadlines",
+                stats.failed_rounds()
+            ));
+        }
         if !self.state_ok.load(Ordering::Relaxed) {
             return Some("the state store is unreachable (the last flush failed)".to_owned());
         }
         None
+    }
+
+    /// Makes readiness (and the ownership series of `/metrics`) follow the job leases of
+    /// `replica`: not ready while the last round of renewals failed. Set once; later calls are
+    /// ignored.
+    pub fn set_ownership(&self, replica: String, stats: Arc<OwnershipStats>) {
+        let _ = self.ownership.set((replica, stats));
     }
 
     /// Records a successful listing now.
@@ -941,6 +986,18 @@ impl ServiceMetrics {
                 escape(source),
                 s.fetch_errors
             );
+        }
+
+        if let Some((replica, stats)) = self.health.ownership.get() {
+            let replica = escape(replica);
+            for (name, kind, value) in [
+                (OWNED_JOBS, "gauge", stats.owned_jobs()),
+                (HA_REPLICAS, "gauge", stats.live_replicas()),
+                (OWNERSHIP_CHANGES, "counter", stats.ownership_changes()),
+            ] {
+                header(&mut out, name, kind);
+                let _ = writeln!(out, "{name}{{replica=\"{replica}\"}} {value}");
+            }
         }
 
         header(&mut out, JOB_INFO, "gauge");
@@ -1450,7 +1507,14 @@ mod tests {
         series.set_gauge("MemoryTuning.taskmanager.memory.process.size", 1.0);
         metrics.job(&labels("j2", "typo")).set_misconfigured(true);
         metrics.register_sources(["prod"]);
+        metrics
+            .health()
+            .set_ownership("replica-1".into(), Arc::new(OwnershipStats::default()));
         let text = metrics.render_jobs();
+        assert!(
+            text.contains("flink_autoscaler_owned_jobs{replica=\"replica-1\"} 0\n"),
+            "{text}"
+        );
         let mut rendered = Vec::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# HELP ") {
@@ -1488,6 +1552,9 @@ mod tests {
             "_used",
             // A 0/1 state whose name the issue fixes.
             "_misconfigured",
+            // Counts of things, whose names issue 22 fixes.
+            "_owned_jobs",
+            "_ha_replicas",
         ];
         for f in &catalogue {
             assert!(

@@ -219,10 +219,14 @@ impl AutoScalerStateStore<String, Ctx> for ObservedStateStore {
     }
 
     /// Flushes and records the outcome for `/readyz` (the store itself emits the flush latency
-    /// and failure series).
+    /// and failure series). A flush refused by the lease check (another replica owns the job now)
+    /// says nothing about the database's health and leaves readiness as it was.
     async fn flush(&self, ctx: &Ctx) -> StateResult<()> {
         let result = self.inner.flush(ctx).await;
-        self.metrics.health().set_state_ok(result.is_ok());
+        match &result {
+            Err(autoscaler_core::StateError::Fenced { .. }) => {}
+            other => self.metrics.health().set_state_ok(other.is_ok()),
+        }
         result
     }
 
