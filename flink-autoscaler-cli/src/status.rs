@@ -92,6 +92,7 @@ impl Owners {
             Err(autoscaler_core::StateError::Backend {
                 operation: "lease",
                 message: format!("no answer within {LEASE_LOOKUP_TIMEOUT:?}"),
+                source: None,
             })
         }) {
             Ok(Some(lease)) => {
