@@ -133,6 +133,13 @@ impl ObservedStateStore {
     pub fn new(inner: Arc<dyn AutoScalerStateStore<String, Ctx>>, metrics: Arc<ServiceMetrics>) -> Self {
         Self { inner, metrics }
     }
+
+    /// Keeps the job's latest evaluation for `/metrics` (shared, not copied).
+    fn keep_evaluation(&self, ctx: &Ctx, evaluated: &Arc<EvaluatedMetrics>) {
+        if let Some(series) = self.metrics.get(&ctx.labels.job_key) {
+            series.set_evaluation(Arc::clone(evaluated));
+        }
+    }
 }
 
 #[async_trait]
@@ -193,9 +200,7 @@ impl AutoScalerStateStore<String, Ctx> for ObservedStateStore {
     }
 
     async fn store_evaluated_metrics(&self, ctx: &Ctx, metrics: &Arc<EvaluatedMetrics>) -> StateResult<()> {
-        if let Some(series) = self.metrics.get(&ctx.labels.job_key) {
-            series.set_evaluation(Arc::clone(metrics));
-        }
+        self.keep_evaluation(ctx, metrics);
         self.inner.store_evaluated_metrics(ctx, metrics).await
     }
 
@@ -211,6 +216,10 @@ impl AutoScalerStateStore<String, Ctx> for ObservedStateStore {
         self.inner.get_job_state(ctx).await
     }
     async fn store_job_state(&self, ctx: &Ctx, state: &JobState, changes: &StateChanges) -> StateResult<()> {
+        // A cycle hands its evaluation over as part of the job's state.
+        if let Some(evaluated) = state.evaluated_metrics.as_ref().filter(|_| changes.evaluated_metrics) {
+            self.keep_evaluation(ctx, evaluated);
+        }
         self.inner.store_job_state(ctx, state, changes).await
     }
 
