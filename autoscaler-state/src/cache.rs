@@ -16,7 +16,7 @@ use crate::db::{JobWrites, WINDOW_INDEX, WindowWrite};
 use autoscaler_core::StateError;
 use autoscaler_metrics::{CollectedMetrics, MetricHistory, SharedSnapshot};
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where one state type of one job stands relative to the database (the reference's `State`).
@@ -108,6 +108,9 @@ pub(crate) struct Flushed {
 pub(crate) struct JobView {
     slots: BTreeMap<StateType, Slot>,
     window: StoredWindow,
+    /// Rows of state types this release does not write ([`StateType::is_written`]) that an
+    /// earlier one left: the next flush deletes them.
+    stale_rows: BTreeSet<StateType>,
 }
 
 /// A generation no other flush (of this process or another) uses.
@@ -126,6 +129,7 @@ impl JobView {
         let mut slots = BTreeMap::new();
         let mut window = StoredWindow::default();
         let mut snapshots: Vec<(DateTime<Utc>, CollectedMetrics)> = Vec::new();
+        let mut stale_rows = BTreeSet::new();
         for (identifier, text) in rows {
             if identifier == WINDOW_INDEX {
                 window.index = Some(text);
@@ -148,6 +152,11 @@ impl JobView {
                 tracing::warn!(job_key, state_type = %identifier, "ignoring a state row of unknown type");
                 continue;
             };
+            if !state_type.is_written() {
+                // An earlier release wrote it; this one keeps it in memory only: delete the row.
+                stale_rows.insert(state_type);
+                continue;
+            }
             let slot = match StateValue::decode(state_type, &text) {
                 Ok(value) => Slot {
                     value: Some(value),
@@ -192,7 +201,11 @@ impl JobView {
                 },
             );
         }
-        JobView { slots, window }
+        JobView {
+            slots,
+            window,
+            stale_rows,
+        }
     }
 
     pub(crate) fn get(&self, state_type: StateType) -> Option<&StateValue> {
@@ -323,11 +336,14 @@ impl JobView {
         let mut pending = PendingWrites::default();
         for (state_type, slot) in &self.slots {
             match (slot.state, &slot.value) {
-                (FlushState::NeedsCreate | FlushState::NeedsUpdate, Some(value)) => pending.upserts.push(value),
-                (FlushState::NeedsDelete, _) => pending.deletes.push(*state_type),
+                (FlushState::NeedsCreate | FlushState::NeedsUpdate, Some(value)) if state_type.is_written() => {
+                    pending.upserts.push(value);
+                }
+                (FlushState::NeedsDelete, _) if state_type.is_written() => pending.deletes.push(*state_type),
                 _ => {}
             }
         }
+        pending.deletes.extend(self.stale_rows.iter().copied());
         pending
     }
 
@@ -353,6 +369,7 @@ impl JobView {
     }
 
     fn mark_flushed_states(&mut self) {
+        self.stale_rows.clear();
         self.slots.retain(|_, slot| {
             slot.state = slot.state.after_flush();
             slot.state != FlushState::NotNeeded

@@ -22,6 +22,7 @@ use std::borrow::Cow;
 use std::fmt;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The embedded schema, one file per dialect (version 1 of our migrations).
@@ -71,6 +72,8 @@ pub(crate) struct Statements {
     /// The upsert of one row, with `?` placeholders ([`Statements::upsert_rows`] repeats its row).
     upsert_state_template: &'static str,
     lock_window_index: String,
+    /// [`Statements::lock_window_index`] before placeholders, for one row.
+    lock_window_index_template: &'static str,
     /// Whether [`Statements::lock_window_index`] returns the index's value (else it is read after).
     lock_returns_index: bool,
     read_window_index: String,
@@ -123,6 +126,7 @@ impl Statements {
             // Creates or locks the job's window index row, changing nothing: whoever writes a
             // job's window holds this row first, so two writers of one job take turns.
             lock_window_index: p(lock_window_index),
+            lock_window_index_template: lock_window_index,
             lock_returns_index: dialect != Dialect::MySql,
             read_window_index: p(
                 "SELECT state_value FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?",
@@ -163,6 +167,44 @@ impl Statements {
         placeholders(self.dialect, &self.upsert_state_template.replacen(ROW, &tuples, 1))
     }
 
+    /// The deletion of `rows` rows of any jobs in one statement (each row binds its job key and
+    /// its state type).
+    fn delete_keyed_rows(&self, rows: usize) -> String {
+        let list = vec!["(job_key = ? AND state_type = ?)"; rows.max(1)].join(" OR ");
+        placeholders(
+            self.dialect,
+            &format!("DELETE FROM t_flink_autoscaler_state_store WHERE {list}"),
+        )
+    }
+
+    /// The lock of `jobs` window index rows in one statement, created if missing (each row binds
+    /// create time, update time, job key and the index's state type); it returns each job key
+    /// with its index when [`Statements::lock_returns_index`].
+    fn lock_window_indexes(&self, jobs: usize) -> String {
+        const ROW: &str = "(?, ?, ?, ?, '')";
+        let tuples = vec![ROW; jobs.max(1)].join(", ");
+        let sql = self.lock_window_index_template.replacen(ROW, &tuples, 1);
+        let sql = if self.lock_returns_index {
+            sql.replacen("RETURNING state_value", "RETURNING job_key, state_value", 1)
+        } else {
+            sql
+        };
+        placeholders(self.dialect, &sql)
+    }
+
+    /// The read of `jobs` window index rows (binding the index's state type, then the job keys):
+    /// job key and index.
+    fn read_window_indexes(&self, jobs: usize) -> String {
+        let list = vec!["?"; jobs.max(1)].join(", ");
+        placeholders(
+            self.dialect,
+            &format!(
+                "SELECT job_key, state_value FROM t_flink_autoscaler_state_store \
+                 WHERE state_type = ? AND job_key IN ({list})"
+            ),
+        )
+    }
+
     /// The deletion of the job's rows of `rows` state types in one statement (binding the job key,
     /// then the state types).
     fn delete_rows(&self, rows: usize) -> String {
@@ -190,6 +232,11 @@ fn placeholders(dialect: Dialect, sql: &str) -> String {
         }
     }
     out
+}
+
+/// Why a fenced flush was refused.
+fn fenced_reason(owner: &str, epoch: i64) -> String {
+    format!("the database no longer lists {owner} as the holder of epoch {epoch} (expired or taken over)")
 }
 
 /// A backend failure of `operation`, described by `error` (already scrubbed of secrets).
@@ -224,12 +271,16 @@ macro_rules! with_pool {
     };
 }
 
+mod group;
+
 /// A connected database with its statements.
 #[derive(Debug)]
 pub(crate) struct Db {
     pub(crate) database: Database,
     pub(crate) dialect: Dialect,
-    statements: Statements,
+    statements: Arc<Statements>,
+    /// Writes the flushes of many jobs together ([`group`]).
+    group: group::GroupWriter,
 }
 
 /// Deadlocks and lock timeouts are worth retrying: the transaction did nothing.
@@ -334,7 +385,8 @@ impl Db {
         let db = Db {
             database,
             dialect,
-            statements: Statements::new(dialect),
+            statements: Arc::new(Statements::new(dialect)),
+            group: group::GroupWriter::default(),
         };
         if options.migrate {
             db.migrate().await?;
@@ -443,7 +495,87 @@ impl Db {
     /// the fence's owner with its epoch and unexpired on the database's clock (locking the lease
     /// row until the commit, so no one takes the lease over in between); otherwise it writes
     /// nothing and returns [`StateError::Fenced`].
+    ///
+    /// A flush that adds to a known window (or leaves it alone) goes through the group writer and
+    /// shares its transaction with other jobs' flushes ([`group`]); the others, and a grouped
+    /// one handed back, are written on their own.
     pub(crate) async fn write_states(
+        &self,
+        job_key: &str,
+        writes: JobWrites<'_>,
+        fence: Option<Fence<'_>>,
+    ) -> Result<(), StateError> {
+        let JobWrites {
+            window,
+            upserts,
+            deletes,
+        } = writes;
+        let (window, all) = match window {
+            None => (None, None),
+            Some(WindowWrite::Store {
+                expected_index: Some(expected_index),
+                new_index,
+                added,
+                trimmed,
+                all,
+            }) => (
+                Some(group::GroupedWindow {
+                    expected_index,
+                    new_index,
+                    added,
+                    trimmed,
+                }),
+                Some(all),
+            ),
+            // A window written whole or removed: on its own.
+            Some(window) => {
+                let writes = JobWrites {
+                    window: Some(window),
+                    upserts,
+                    deletes,
+                };
+                return self.write_alone(job_key, &writes, fence).await;
+            }
+        };
+        let flush = group::GroupedFlush {
+            job_key: job_key.to_owned(),
+            fence: fence.map(|f| (f.owner.to_owned(), f.epoch)),
+            window,
+            upserts,
+            deletes,
+        };
+        match self.group.write(&self.database, &self.statements, flush).await {
+            group::GroupOutcome::Written => Ok(()),
+            group::GroupOutcome::Fenced { owner, epoch } => Err(StateError::Fenced {
+                job_key: job_key.to_owned(),
+                reason: fenced_reason(&owner, epoch),
+            }),
+            group::GroupOutcome::Lost => Err(backend_error(
+                "flush",
+                "the state writer stopped before it answered (the runtime is shutting down)",
+            )),
+            group::GroupOutcome::Alone(flush) => {
+                let writes = JobWrites {
+                    window: match (flush.window, all) {
+                        (Some(w), Some(all)) => Some(WindowWrite::Store {
+                            expected_index: Some(w.expected_index),
+                            new_index: w.new_index,
+                            added: w.added,
+                            trimmed: w.trimmed,
+                            all,
+                        }),
+                        _ => None,
+                    },
+                    upserts: flush.upserts,
+                    deletes: flush.deletes,
+                };
+                self.write_alone(job_key, &writes, fence).await
+            }
+        }
+    }
+
+    /// [`Db::write_states`] in a transaction of its own.
+    async fn write_alone(
         &self,
         job_key: &str,
         writes: &JobWrites<'_>,
@@ -489,10 +621,7 @@ impl Db {
                     // Dropping the transaction rolls it back: nothing is written.
                     return Ok(Err(StateError::Fenced {
                         job_key: job_key.to_owned(),
-                        reason: format!(
-                            "the database no longer lists {} as the holder of epoch {} (expired or taken over)",
-                            fence.owner, fence.epoch
-                        ),
+                        reason: fenced_reason(fence.owner, fence.epoch),
                     }));
                 }
             }
@@ -669,6 +798,7 @@ impl Db {
 
     /// Closes the pool, waiting for connections to be returned.
     pub(crate) async fn close(&self) {
+        self.group.close();
         with_pool!(&self.database, pool => pool.close().await)
     }
 }
@@ -692,6 +822,9 @@ pub(crate) struct LeaseStatements {
     release_one: String,
     lease_of: String,
     pub(crate) fence: String,
+    /// [`LeaseStatements::fence`] for many jobs of one owner (`PAIRS` stands for their job keys and
+    /// epochs), returning the job keys still held.
+    fence_many_template: String,
 }
 
 impl LeaseStatements {
@@ -756,6 +889,20 @@ impl LeaseStatements {
             // Matches (and locks) the lease row only while it is still the writer's.
             fence: p("UPDATE t_flink_autoscaler_job_lease SET epoch = epoch \
                  WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > NOW"),
+            fence_many_template: now_replaced(
+                match dialect {
+                    Dialect::Sqlite | Dialect::Postgres => {
+                        "UPDATE t_flink_autoscaler_job_lease SET epoch = epoch \
+                         WHERE owner = ? AND expires_at > NOW AND (PAIRS) RETURNING job_key"
+                    }
+                    // No RETURNING on an UPDATE: the rows are locked by reading them for update.
+                    Dialect::MySql => {
+                        "SELECT job_key FROM t_flink_autoscaler_job_lease \
+                         WHERE owner = ? AND expires_at > NOW AND (PAIRS) FOR UPDATE"
+                    }
+                },
+                now,
+            ),
         }
     }
 
@@ -765,6 +912,14 @@ impl LeaseStatements {
             self.dialect,
             &template.replace("KEYS", &vec!["?"; keys.max(1)].join(", ")),
         )
+    }
+
+    /// [`LeaseStatements::fence`] of `jobs` jobs of one owner in one statement (binding the owner,
+    /// then each job's key and epoch); returns the job keys whose lease the owner still holds,
+    /// locked until the transaction ends.
+    pub(crate) fn fence_many(&self, jobs: usize) -> String {
+        let pairs = vec!["(job_key = ? AND epoch = ?)"; jobs.max(1)].join(" OR ");
+        placeholders(self.dialect, &self.fence_many_template.replace("PAIRS", &pairs))
     }
 
     /// The insert of `rows` free lease rows (one job key each) in one statement.

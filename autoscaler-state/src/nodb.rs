@@ -26,7 +26,7 @@ impl Db {
     pub(crate) async fn write_states(
         &self,
         _job_key: &str,
-        _writes: &JobWrites<'_>,
+        _writes: JobWrites<'_>,
         _fence: Option<Fence<'_>>,
     ) -> Result<(), StateError> {
         match *self {}

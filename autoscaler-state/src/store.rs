@@ -237,17 +237,15 @@ impl AnyStateStore {
             owner: book.replica(),
             epoch: i64::try_from(epoch).unwrap_or(i64::MAX),
         });
-        let written = db.write_states(job_key, &writes, fence).await;
+        let written = db.write_states(job_key, writes, fence).await;
         record_flush(self.url.backend(), started, written.is_ok());
         if let Err(error) = written {
-            drop(writes);
             if matches!(error, StateError::Fenced { .. }) {
                 // Not ours any more: what this replica cached is not the job's state.
                 *guard = None;
             }
             return Err(error);
         }
-        drop(writes);
         self.bytes_written.fetch_add(flushed.bytes, Ordering::Relaxed);
         self.window_bytes_written
             .fetch_add(flushed.window_bytes, Ordering::Relaxed);

@@ -177,7 +177,8 @@ async fn writes_reach_the_database_only_on_flush(db: &TestDb) {
     let other = reopen(db).await;
     assert!(other.get_collected_metrics(&c).await.unwrap().is_empty());
     assert_eq!(other.get_parallelism_overrides(&c).await.unwrap(), sample(2).overrides);
-    assert_eq!(db.state_rows("job-a").await.len(), 6);
+    // Five states (the evaluated metrics are never written), no window.
+    assert_eq!(db.state_rows("job-a").await.len(), 5);
 }
 per_backend!(writes_reach_the_database_only_on_flush);
 
@@ -239,7 +240,8 @@ async fn clear_all_removes_every_state_of_the_job(db: &TestDb) {
     store.flush(&a).await.unwrap();
     if db.persistent() {
         assert!(db.state_rows("a").await.is_empty());
-        assert_eq!(db.state_types("b").await.len(), 7);
+        // Every state but the evaluated metrics, which are never written.
+        assert_eq!(db.state_types("b").await.len(), 6);
         assert_empty(&reopen(db).await, &a).await;
     }
 }
@@ -311,7 +313,7 @@ async fn odd_job_keys_are_stored_verbatim_and_apart(db: &TestDb) {
     }
     if db.persistent() {
         for key in ODD_KEYS {
-            assert_eq!(db.state_types(key).await.len(), 7, "{key:?}");
+            assert_eq!(db.state_types(key).await.len(), 6, "{key:?}");
         }
     }
 }
@@ -794,10 +796,114 @@ async fn two_stores_writing_the_same_jobs_are_safe(db: &TestDb) {
             "last round of a writer, got {version}"
         );
         assert_all(&check, c, &sample(version)).await;
-        assert_eq!(db.state_types(&c.job_key).await.len(), 7);
+        assert_eq!(db.state_types(&c.job_key).await.len(), 6);
     }
 }
 per_backend!(two_stores_writing_the_same_jobs_are_safe);
+
+// The evaluated metrics are kept in the store's memory and never written: the same store
+// returns them, a store opened anew has none, and a row an earlier release wrote is deleted by
+// the job's next flush.
+async fn evaluated_metrics_stay_in_memory(db: &TestDb) {
+    let store = open(db).await;
+    let c = ctx("job");
+    let s = sample(5);
+    store_all(&store, &c, &s).await;
+    store.flush(&c).await.unwrap();
+    assert_eq!(
+        json(&store.get_evaluated_metrics(&c).await.unwrap()),
+        json(&Some(&*s.evaluated))
+    );
+    if !db.persistent() {
+        return;
+    }
+    assert!(!db.state_types("job").await.contains(&"evaluatedMetrics".to_owned()));
+    assert_eq!(reopen(db).await.get_evaluated_metrics(&c).await.unwrap(), None);
+
+    let legacy = ctx("legacy");
+    let earlier = r#"{"v":1,"state":{"vertices":{},"global":{}}}"#;
+    db.insert_state_row("legacy", "evaluatedMetrics", earlier).await;
+    let store = reopen(db).await;
+    assert_eq!(store.get_evaluated_metrics(&legacy).await.unwrap(), None);
+    store.store_scaling_tracking(&legacy, &s.tracking).await.unwrap();
+    store.flush(&legacy).await.unwrap();
+    assert_eq!(db.state_types("legacy").await, vec!["scalingTracking".to_owned()]);
+}
+per_backend!(evaluated_metrics_stay_in_memory);
+
+// Many jobs flushing at once share transactions (the group writer) and each ends up with
+// exactly its own rows: their windows grow and trim over rounds, other states change now and
+// then, and a job whose window another process rewrote meanwhile is written whole again.
+async fn concurrent_flushes_are_grouped_and_exact(db: &TestDb) {
+    let store = std::sync::Arc::new(open(db).await);
+    let jobs: Vec<Ctx> = (0..150).map(|i| ctx(&format!("grouped-{i}"))).collect();
+    for round in 0..4u32 {
+        if round == 2 && db.persistent() {
+            // Another process writes job 7's window behind this store's back.
+            let other = reopen(db).await;
+            other
+                .store_collected_metrics(&jobs[7], &common::metric_history(90, 3))
+                .await
+                .unwrap();
+            other.flush(&jobs[7]).await.unwrap();
+        }
+        let tasks: Vec<_> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (store, c) = (std::sync::Arc::clone(&store), c.clone());
+                tokio::spawn(async move {
+                    let version = round * 1000 + i as u32;
+                    // The window the store holds, one snapshot newer and the oldest trimmed.
+                    let mut window = store.get_collected_metrics(&c).await.unwrap();
+                    if window.is_empty() {
+                        window = common::metric_history(i as u32, 6);
+                    }
+                    let newest = window.iter().next_back().unwrap().1.clone();
+                    window.insert(common::t(1_000 + i64::from(round)), newest);
+                    window.remove_before(common::t(10 * i64::from(round) + 1));
+                    store.store_collected_metrics(&c, &window).await.unwrap();
+                    if (i as u32 + round) % 3 == 0 {
+                        store
+                            .store_parallelism_overrides(&c, &sample(version).overrides)
+                            .await
+                            .unwrap();
+                    }
+                    store.flush(&c).await.unwrap();
+                    (c, window)
+                })
+            })
+            .collect();
+        let mut written = Vec::new();
+        for task in tasks {
+            written.push(task.await.unwrap());
+        }
+        if !db.persistent() {
+            continue;
+        }
+        let check = reopen(db).await;
+        for (i, (c, window)) in written.iter().enumerate() {
+            assert_eq!(
+                json(&check.get_collected_metrics(c).await.unwrap()),
+                json(window),
+                "{} round {round}",
+                c.job_key
+            );
+            let overrides = check.get_parallelism_overrides(c).await.unwrap();
+            let last = (0..=round).rev().find(|r| (i as u32 + r) % 3 == 0);
+            let expected = last.map_or_else(ParallelismOverrides::new, |r| sample(r * 1000 + i as u32).overrides);
+            assert_eq!(overrides, expected, "{} round {round}", c.job_key);
+            let snapshot_rows = db
+                .state_rows(&c.job_key)
+                .await
+                .iter()
+                .filter(|(t, _)| t.starts_with("collectedMetrics@"))
+                .count();
+            assert_eq!(snapshot_rows, window.len(), "{} round {round}", c.job_key);
+        }
+    }
+}
+per_backend!(concurrent_flushes_are_grouped_and_exact);
 
 // Processes starting at once on a fresh database create the schema once and all open.
 async fn concurrent_opens_migrate_once(db: &TestDb) {

@@ -57,7 +57,7 @@ fn crash_child() {
     });
 }
 
-/// The version a job's states carry, checking all seven agree. `None` if the job has no state.
+/// The version a job's states carry, checking that every state agrees. `None` if the job has no state.
 async fn consistent_version(store: &AnyStateStore, c: &Ctx) -> Option<u32> {
     let overrides = store.get_parallelism_overrides(c).await.unwrap();
     let Some(&version) = overrides.values().next() else {
@@ -86,11 +86,8 @@ async fn consistent_version(store: &AnyStateStore, c: &Ctx) -> Option<u32> {
         json(&metrics) == json(&s.metrics) || json(&metrics) == json(&long),
         "{key}: collected metrics are not version {version}"
     );
-    assert_eq!(
-        json(&store.get_evaluated_metrics(c).await.unwrap()),
-        json(&Some(&*s.evaluated)),
-        "{key}"
-    );
+    // Kept in memory only: the process that reopens the database has none.
+    assert_eq!(store.get_evaluated_metrics(c).await.unwrap(), None, "{key}");
     assert_eq!(
         store.get_config_changes(c).await.unwrap(),
         s.changes,
@@ -143,7 +140,11 @@ async fn killed_mid_flush_leaves_old_or_new(kind: Kind) {
             }
             last_versions[i] = Some(version);
             if db.persistent() {
-                assert_eq!(db.state_types(&c.job_key).await.len(), 7, "rows of every state type");
+                assert_eq!(
+                    db.state_types(&c.job_key).await.len(),
+                    6,
+                    "rows of every state type written"
+                );
             }
         }
         store.close().await;
@@ -207,7 +208,7 @@ async fn two_processes_write_the_same_jobs(kind: Kind) {
     for c in jobs() {
         let version = consistent_version(&store, &c).await.unwrap();
         assert!((10_000..30_000).contains(&version), "{version}");
-        assert_eq!(db.state_types(&c.job_key).await.len(), 7);
+        assert_eq!(db.state_types(&c.job_key).await.len(), 6);
     }
     store.close().await;
     db.cleanup().await;

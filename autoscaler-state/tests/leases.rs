@@ -311,6 +311,54 @@ async fn a_stale_owners_flush_is_refused(db: &TestDb) {
 }
 per_backend!(a_stale_owners_flush_is_refused);
 
+// Flushes of many jobs at once share transactions, and a job among them whose lease another
+// replica took over is refused alone: its rows stay as they were, every other job is written.
+async fn a_stale_job_in_a_group_is_refused_alone(db: &TestDb) {
+    let Some((a_store, a)) = replica(db, "a", 60_000).await else {
+        return;
+    };
+    let (_b_store, b) = replica(db, "b", 60_000).await.unwrap();
+    let keys = jobs("grouped", 40);
+    assert_eq!(round(&a, &keys).await.len(), 40);
+    let window = |n: u32| common::metric_history(n, 3);
+    for key in &keys {
+        a_store.store_collected_metrics(&ctx(key), &window(1)).await.unwrap();
+        a_store.flush(&ctx(key)).await.unwrap();
+    }
+    let stale = &keys[13];
+    let before = db.state_rows(stale).await;
+    expire(db, stale).await;
+    assert_eq!(b.try_take(stale).await.unwrap(), Some(2));
+
+    let tasks: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            let (store, c) = (Arc::clone(&a_store), ctx(key));
+            tokio::spawn(async move {
+                // A grown window on top of the known one, and new overrides.
+                let mut grown = store.get_collected_metrics(&c).await.unwrap();
+                let newest = grown.iter().next_back().unwrap().1.clone();
+                grown.insert(common::t(500), newest);
+                store.store_collected_metrics(&c, &grown).await.unwrap();
+                store.store_parallelism_overrides(&c, &overrides(6)).await.unwrap();
+                (c.job_key.clone(), store.flush(&c).await)
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (key, flushed) = task.await.unwrap();
+        if &key == stale {
+            assert!(matches!(flushed, Err(StateError::Fenced { .. })), "{flushed:?}");
+        } else {
+            flushed.unwrap();
+            let rows = db.state_rows(&key).await;
+            assert_eq!(rows.len(), 4 + 1 + 1, "{key}: 4 snapshots, the index, the overrides");
+        }
+    }
+    assert_eq!(db.state_rows(stale).await, before, "nothing of the stale job written");
+}
+per_backend!(a_stale_job_in_a_group_is_refused_alone);
+
 // A replica leaving (SIGTERM) frees its leases and its membership at once: the other replica
 // takes its jobs at its very next round and reads what the first one persisted.
 async fn release_then_immediate_takeover(db: &TestDb) {

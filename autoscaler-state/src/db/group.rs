@@ -1,0 +1,277 @@
+//! Group commit: the flushes of many jobs written in one transaction with a handful of statements.
+//!
+//! A flush that only adds to a known metric window and writes or deletes rows (what nearly every
+//! cycle does) is handed to the store's group writer, a task that takes whatever flushes are
+//! waiting (up to [`MAX_GROUP_JOBS`]) and writes them in one transaction: one statement checks
+//! every fenced job's lease, one locks every window index, then the rows of all the jobs are
+//! upserted and deleted in batched statements. A commit, and each round trip to the database,
+//! is shared by the group instead of paid by each job; with SQLite that also means one write
+//! transaction instead of one per job.
+//!
+//! Each job keeps its own outcome: a job whose lease is no longer this replica's is refused
+//! ([`StateError::Fenced`](autoscaler_core::StateError::Fenced)) and nothing of it is written, and a job whose window index another
+//! process changed is handed back to be written on its own, as any such flush is (the whole
+//! window again). When the group's transaction fails, every job of the group is handed back and
+//! written on its own, so one job's bad row (a MySQL key too long, say) fails that job only.
+
+use super::{Database, Statements, WRITE_ATTEMPTS, is_transient, retry_backoff, text_column};
+use crate::rows::WINDOW_INDEX;
+use chrono::Utc;
+use sqlx::Connection as _;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::{mpsc, oneshot};
+
+/// The most jobs one group commit writes: their rows (a snapshot, the index and now and then
+/// another state each) fit one batched upsert.
+pub(crate) const MAX_GROUP_JOBS: usize = 64;
+
+/// Flushes waiting for the group writer, at most; a flush finding the queue full waits.
+const QUEUE_CAPACITY: usize = 1024;
+
+/// One job's flush, owned so that it can wait in the queue.
+#[derive(Debug)]
+pub(crate) struct GroupedFlush {
+    pub(crate) job_key: String,
+    /// The lease owner and epoch the write must still hold.
+    pub(crate) fence: Option<(String, i64)>,
+    /// The window's rows, when it is stored on top of a known index.
+    pub(crate) window: Option<GroupedWindow>,
+    /// Other rows to insert or update, (`state_type`, value).
+    pub(crate) upserts: Vec<(&'static str, String)>,
+    /// `state_type`s of rows to delete.
+    pub(crate) deletes: Vec<&'static str>,
+}
+
+/// A window stored on top of the index row this process last wrote.
+#[derive(Debug)]
+pub(crate) struct GroupedWindow {
+    pub(crate) expected_index: String,
+    pub(crate) new_index: String,
+    pub(crate) added: Vec<(String, String)>,
+    pub(crate) trimmed: Vec<String>,
+}
+
+/// What became of a grouped flush.
+#[derive(Debug)]
+pub(crate) enum GroupOutcome {
+    /// Committed with its group.
+    Written,
+    /// Refused: the job's lease is not the writer's any more. Nothing of it was written.
+    Fenced { owner: String, epoch: i64 },
+    /// Not written: the caller writes it on its own (its window index changed, or the group's
+    /// transaction failed).
+    Alone(GroupedFlush),
+    /// The writer stopped before answering (its runtime shut down).
+    Lost,
+}
+
+struct Queued {
+    flush: GroupedFlush,
+    reply: oneshot::Sender<GroupOutcome>,
+}
+
+/// The handle of a database's group writer; the task starts with the first flush (on the runtime
+/// of that flush) and again if that runtime went away.
+#[derive(Debug, Default)]
+pub(crate) struct GroupWriter {
+    sender: Mutex<Option<mpsc::Sender<Queued>>>,
+}
+
+impl GroupWriter {
+    /// Hands `flush` to the group writer and waits for its outcome ([`GroupOutcome::Alone`] at
+    /// once when no writer could take it).
+    pub(crate) async fn write(
+        &self,
+        database: &Database,
+        statements: &Arc<Statements>,
+        flush: GroupedFlush,
+    ) -> GroupOutcome {
+        let sender = self.sender(database, statements);
+        let (reply, outcome) = oneshot::channel();
+        if let Err(mpsc::error::SendError(queued)) = sender.send(Queued { flush, reply }).await {
+            return GroupOutcome::Alone(queued.flush);
+        }
+        // The writer went away with the flush (its runtime shut down): whether it was written
+        // is not known, and the caller's cache still holds the changes for the next flush.
+        outcome.await.unwrap_or(GroupOutcome::Lost)
+    }
+
+    fn sender(&self, database: &Database, statements: &Arc<Statements>) -> mpsc::Sender<Queued> {
+        let mut slot = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*slot {
+            Some(sender) if !sender.is_closed() => sender.clone(),
+            _ => {
+                let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
+                tokio::spawn(run(database.clone(), Arc::clone(statements), receiver));
+                *slot = Some(sender.clone());
+                sender
+            }
+        }
+    }
+
+    /// Stops taking flushes; the writer ends once the queued ones are written.
+    pub(crate) fn close(&self) {
+        self.sender.lock().unwrap_or_else(PoisonError::into_inner).take();
+    }
+}
+
+/// The group writer: takes the waiting flushes, writes them together, answers each.
+async fn run(database: Database, statements: Arc<Statements>, mut receiver: mpsc::Receiver<Queued>) {
+    let mut group = Vec::with_capacity(MAX_GROUP_JOBS);
+    while receiver.recv_many(&mut group, MAX_GROUP_JOBS).await > 0 {
+        let flushes: Vec<&GroupedFlush> = group.iter().map(|q| &q.flush).collect();
+        let outcomes = write_with_retries(&database, &statements, &flushes).await;
+        drop(flushes);
+        for (queued, outcome) in group.drain(..).zip(outcomes) {
+            let outcome = match outcome {
+                Some(Verdict::Written) => GroupOutcome::Written,
+                Some(Verdict::Fenced) => match queued.flush.fence {
+                    Some((owner, epoch)) => GroupOutcome::Fenced { owner, epoch },
+                    None => GroupOutcome::Alone(queued.flush),
+                },
+                Some(Verdict::IndexChanged) | None => GroupOutcome::Alone(queued.flush),
+            };
+            // A flush whose caller stopped waiting is dropped with its answer.
+            let _ = queued.reply.send(outcome);
+        }
+    }
+}
+
+/// One job's verdict in a committed group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Written,
+    Fenced,
+    IndexChanged,
+}
+
+/// The group's transaction, retried while the database aborts it; `None` for every job when it
+/// failed (each is then written on its own).
+async fn write_with_retries(
+    database: &Database,
+    statements: &Statements,
+    flushes: &[&GroupedFlush],
+) -> Vec<Option<Verdict>> {
+    let mut attempt = 1;
+    loop {
+        match write_group(database, statements, flushes).await {
+            Ok(verdicts) => return verdicts.into_iter().map(Some).collect(),
+            Err(e) if attempt < WRITE_ATTEMPTS && is_transient(&e) => {
+                tracing::debug!(jobs = flushes.len(), attempt, error = %e, "retrying an aborted group of state flushes");
+                tokio::time::sleep(retry_backoff(attempt)).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                tracing::debug!(jobs = flushes.len(), error = %e, "a group of state flushes failed; writing each job on its own");
+                return vec![None; flushes.len()];
+            }
+        }
+    }
+}
+
+/// Writes the group in one transaction (see the module docs); the verdict of each job.
+async fn write_group(
+    database: &Database,
+    statements: &Statements,
+    flushes: &[&GroupedFlush],
+) -> Result<Vec<Verdict>, sqlx::Error> {
+    let now = Utc::now();
+    let mut verdicts = vec![Verdict::Written; flushes.len()];
+    with_pool!(database, pool => {
+        let mut conn = pool.acquire().await?;
+        let mut tx = conn.begin().await?;
+        // The lease rows first, as a flush of one job does (and as a taker does: only lease rows).
+        let mut by_owner: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, flush) in flushes.iter().enumerate() {
+            if let Some((owner, _)) = &flush.fence {
+                by_owner.entry(owner.as_str()).or_default().push(i);
+            }
+        }
+        for (owner, jobs) in by_owner {
+            let sql = statements.leases.fence_many(jobs.len());
+            let mut query = sqlx::query(&sql).bind(owner);
+            for &i in &jobs {
+                let epoch = flushes[i].fence.as_ref().map_or(0, |(_, epoch)| *epoch);
+                query = query.bind(flushes[i].job_key.as_str()).bind(epoch);
+            }
+            let held = query
+                .fetch_all(&mut *tx)
+                .await?
+                .iter()
+                .map(|row| text_column(row, 0))
+                .collect::<Result<HashSet<String>, _>>()?;
+            for i in jobs {
+                if !held.contains(&flushes[i].job_key) {
+                    verdicts[i] = Verdict::Fenced;
+                }
+            }
+        }
+        // Then every window index, locked (created if missing) and read.
+        let windowed: Vec<usize> = (0..flushes.len())
+            .filter(|&i| verdicts[i] == Verdict::Written && flushes[i].window.is_some())
+            .collect();
+        if !windowed.is_empty() {
+            let sql = statements.lock_window_indexes(windowed.len());
+            let mut lock = sqlx::query(&sql);
+            for &i in &windowed {
+                lock = lock.bind(now).bind(now).bind(flushes[i].job_key.as_str()).bind(WINDOW_INDEX);
+            }
+            let rows = if statements.lock_returns_index {
+                lock.fetch_all(&mut *tx).await?
+            } else {
+                lock.execute(&mut *tx).await?;
+                let sql = statements.read_window_indexes(windowed.len());
+                let mut read = sqlx::query(&sql).bind(WINDOW_INDEX);
+                for &i in &windowed {
+                    read = read.bind(flushes[i].job_key.as_str());
+                }
+                read.fetch_all(&mut *tx).await?
+            };
+            let mut current = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                current.insert(text_column(row, 0)?, text_column(row, 1)?);
+            }
+            for i in windowed {
+                let expected = flushes[i].window.as_ref().map(|w| w.expected_index.as_str());
+                if current.get(&flushes[i].job_key).map(String::as_str) != expected {
+                    verdicts[i] = Verdict::IndexChanged;
+                }
+            }
+        }
+        // The rows of the jobs still in: upserts (window rows, index, other states), then deletes.
+        let mut upserts: Vec<(&str, &str, &str)> = Vec::new();
+        let mut deletes: Vec<(&str, &str)> = Vec::new();
+        for (flush, verdict) in flushes.iter().zip(&verdicts) {
+            if *verdict != Verdict::Written {
+                continue;
+            }
+            let key = flush.job_key.as_str();
+            if let Some(window) = &flush.window {
+                upserts.extend(window.added.iter().map(|(t, v)| (key, t.as_str(), v.as_str())));
+                upserts.push((key, WINDOW_INDEX, window.new_index.as_str()));
+                deletes.extend(window.trimmed.iter().map(|t| (key, t.as_str())));
+            }
+            upserts.extend(flush.upserts.iter().map(|(t, v)| (key, *t, v.as_str())));
+            deletes.extend(flush.deletes.iter().map(|t| (key, *t)));
+        }
+        for rows in upserts.chunks(super::MAX_BATCH_ROWS) {
+            let sql = statements.upsert_rows(rows.len());
+            let mut query = sqlx::query(&sql);
+            for &(key, state_type, value) in rows {
+                query = query.bind(now).bind(now).bind(key).bind(state_type).bind(value);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        for rows in deletes.chunks(super::MAX_BATCH_ROWS) {
+            let sql = statements.delete_keyed_rows(rows.len());
+            let mut query = sqlx::query(&sql);
+            for &(key, state_type) in rows {
+                query = query.bind(key).bind(state_type);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(verdicts)
+    })
+}
