@@ -45,7 +45,7 @@ impl FlinkClusterJobListFetcher {
         job: &JobOverview,
     ) -> Result<BasicJobContext<String, FlinkRestClient>, FetchError> {
         let job_conf = self.job_configuration(job).await?;
-        Ok(self.context(base, base_timeout, job, &job_conf))
+        Ok(self.context(base_timeout, job, base.overlay(&job_conf)))
     }
 
     /// `GET /jobs/<id>/jobmanager/config`: the configuration the job runs with (fixed for the
@@ -59,15 +59,13 @@ impl FlinkClusterJobListFetcher {
         Ok(entries.into_iter().map(|e| (e.key, e.value)).collect())
     }
 
-    /// The context of `job`, whose own configuration is `job_conf`.
+    /// The context of `job`, whose configuration (its own over the base one) is `configuration`.
     pub(crate) fn context(
         &self,
-        base: &Configuration,
         base_timeout: Duration,
         job: &JobOverview,
-        job_conf: &Configuration,
+        configuration: Configuration,
     ) -> BasicJobContext<String, FlinkRestClient> {
-        let configuration = base.overlay(job_conf);
         // A bad value in the job's own configuration is that job's problem: it is listed (so its
         // state is not cleaned up) and the autoscaler reports the bad option as the job's error event
         // and skips it, while the other jobs go on.

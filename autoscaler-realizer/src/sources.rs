@@ -223,13 +223,38 @@ pub struct JobSource {
 struct JobConfigurations(Arc<Mutex<HashMap<String, UnitConfigurations>>>);
 
 /// Per job id of one unit: the job's start time and its own configuration.
-type UnitConfigurations = HashMap<String, (i64, Arc<Configuration>)>;
+type UnitConfigurations = HashMap<String, JobConfiguration>;
+
+/// A job's own configuration, and the last merge of it over a base configuration.
+#[derive(Debug, Clone)]
+struct JobConfiguration {
+    /// The job's start time: its configuration holds while it is the same.
+    start: i64,
+    own: Configuration,
+    /// The base configuration and the job's over it, as last merged: reused while the base is
+    /// the same (it changes only when the configuration is reloaded).
+    merged: Option<(Configuration, Configuration)>,
+}
+
+impl JobConfiguration {
+    /// The job's configuration over `base`, merged once per base.
+    fn over(&mut self, base: &Configuration) -> Configuration {
+        match &self.merged {
+            Some((merged_on, merged)) if merged_on.shares_entries_with(base) => merged.clone(),
+            _ => {
+                let merged = base.overlay(&self.own);
+                self.merged = Some((base.clone(), merged.clone()));
+                merged
+            }
+        }
+    }
+}
 
 impl JobConfigurations {
-    fn get(&self, unit: &str, job: &crate::rest::JobOverview) -> Option<Arc<Configuration>> {
+    fn get(&self, unit: &str, job: &crate::rest::JobOverview) -> Option<JobConfiguration> {
         let units = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let (start, conf) = units.get(unit)?.get(&job.jid)?;
-        (*start == job.start_time).then(|| Arc::clone(conf))
+        let conf = units.get(unit)?.get(&job.jid)?;
+        (conf.start == job.start_time).then(|| conf.clone())
     }
 
     /// Replaces what is kept of `unit` by its latest listing.
@@ -465,12 +490,16 @@ async fn fetch_cluster(
                 .job_configuration(job)
                 .instrument(span.clone())
                 .await
-                .map(Arc::new),
+                .map(|own| JobConfiguration {
+                    start: job.start_time,
+                    own,
+                    merged: None,
+                }),
         };
-        let context = job_conf.map(|conf| {
+        let context = job_conf.map(|mut conf| {
             let _entered = span.enter();
-            let ctx = fetcher.context(base, timeout, job, &conf);
-            configurations.insert(job.jid.clone(), (job.start_time, conf));
+            let ctx = fetcher.context(timeout, job, conf.over(base));
+            configurations.insert(job.jid.clone(), conf);
             ctx
         });
         match context {
@@ -607,6 +636,33 @@ impl JobListFetcher<String, SourceJobContext> for MultiSourceJobListFetcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jobs_configuration_is_merged_once_per_base() {
+        let own = Configuration::from_iter([("job.autoscaler.enabled", "true")]);
+        let mut job = JobConfiguration {
+            start: 1,
+            own,
+            merged: None,
+        };
+        let base = Configuration::from_iter([("job.autoscaler.enabled", "false"), ("x", "1")]);
+        let first = job.over(&base);
+        assert_eq!(
+            first.get("job.autoscaler.enabled"),
+            Some("true"),
+            "the job's value wins"
+        );
+        assert_eq!(first.get("x"), Some("1"));
+        assert!(
+            job.over(&base.clone()).shares_entries_with(&first),
+            "the same base: merged once"
+        );
+        // A reloaded base (a new map, even with equal entries) is merged again.
+        let reloaded = Configuration::from_iter([("job.autoscaler.enabled", "false"), ("x", "2")]);
+        let second = job.over(&reloaded);
+        assert!(!second.shares_entries_with(&first));
+        assert_eq!(second.get("x"), Some("2"));
+    }
 
     #[test]
     fn source_names_and_patterns_are_checked() {

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A Flink `Configuration`: `key -> value` strings, e.g. `job.autoscaler.metrics.window -> "10 min"`.
 ///
@@ -13,9 +14,12 @@ use std::collections::BTreeMap;
 /// let job = Configuration::from_iter([("job.autoscaler.utilization.target", "0.6")]);
 /// assert_eq!(base.overlay(&job).get("job.autoscaler.utilization.target"), Some("0.6"));
 /// ```
+///
+/// The entries are shared: a clone costs a reference count, and a change copies them first
+/// (a job's context carries its configuration, cloned with the context every cycle).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Configuration(BTreeMap<String, String>);
+pub struct Configuration(Arc<BTreeMap<String, String>>);
 
 impl Configuration {
     /// An empty configuration.
@@ -35,21 +39,37 @@ impl Configuration {
 
     /// Sets `key` to `value`.
     pub fn set(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        self.0.insert(key.into(), value.into());
+        Arc::make_mut(&mut self.0).insert(key.into(), value.into());
     }
 
     /// Removes `key`, returning its value.
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        self.0.remove(key)
+        if !self.0.contains_key(key) {
+            return None;
+        }
+        Arc::make_mut(&mut self.0).remove(key)
     }
 
     /// A copy of `self` with every entry of `overrides` set on top (the overrides win).
     pub fn overlay(&self, overrides: &Configuration) -> Configuration {
-        let mut merged = self.clone();
-        for (k, v) in &overrides.0 {
-            merged.0.insert(k.clone(), v.clone());
+        if overrides.is_empty() {
+            return self.clone();
         }
-        merged
+        if self.is_empty() {
+            return overrides.clone();
+        }
+        let mut merged = (*self.0).clone();
+        for (k, v) in overrides.0.iter() {
+            merged.insert(k.clone(), v.clone());
+        }
+        Configuration(Arc::new(merged))
+    }
+
+    /// Whether `self` and `other` share their entries (one is a clone of the other, neither
+    /// changed since): a test in constant time that they are equal. Equal configurations built
+    /// apart do not share.
+    pub fn shares_entries_with(&self, other: &Configuration) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// All entries in key order.
@@ -70,7 +90,7 @@ impl Configuration {
 
 impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Configuration {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        Self(iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
+        Self(Arc::new(iter.into_iter().map(|(k, v)| (k.into(), v.into())).collect()))
     }
 }
 
@@ -319,6 +339,32 @@ pub(super) fn java_split<'t>(text: &'t str, delimiter: &str) -> Vec<&'t str> {
 #[allow(clippy::unwrap_used)] // a failing fixture should fail the test loudly
 mod tests {
     use super::*;
+
+    #[test]
+    fn clones_share_entries_until_one_changes() {
+        let base = Configuration::from_iter([("a", "1"), ("b", "2")]);
+        let mut copy = base.clone();
+        assert!(copy.shares_entries_with(&base));
+        assert!(base.overlay(&Configuration::new()).shares_entries_with(&base));
+        assert!(Configuration::new().overlay(&base).shares_entries_with(&base));
+        copy.set("b", "3");
+        assert!(!copy.shares_entries_with(&base));
+        assert_eq!((base.get("b"), copy.get("b")), (Some("2"), Some("3")));
+        let mut removed = base.clone();
+        assert_eq!(removed.remove("missing"), None);
+        assert!(removed.shares_entries_with(&base), "removing nothing copies nothing");
+        assert_eq!(removed.remove("a").as_deref(), Some("1"));
+        assert_eq!((base.len(), removed.len()), (2, 1));
+        // Equal but built apart: equal, not shared.
+        let twin = Configuration::from_iter([("a", "1"), ("b", "2")]);
+        assert_eq!(twin, base);
+        assert!(!twin.shares_entries_with(&base));
+        let merged = base.overlay(&Configuration::from_iter([("b", "9"), ("c", "4")]));
+        assert_eq!(
+            merged.iter().collect::<Vec<_>>(),
+            vec![("a", "1"), ("b", "9"), ("c", "4")]
+        );
+    }
 
     #[test]
     fn doubles_follow_java_parse_double() {

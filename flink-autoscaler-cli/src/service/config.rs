@@ -464,11 +464,21 @@ pub fn job_validator(
     let verdicts = Mutex::new(HashMap::<String, JobVerdict>::new());
     move |ctx: &SourceJobContext| {
         let key = &ctx.labels.job_key;
-        let fingerprint = fingerprint(&ctx.configuration);
-        let known = lock(&verdicts)
+        // The same shared configuration as last cycle needs no hash either.
+        let same = lock(&verdicts)
             .get(key)
-            .filter(|v| v.fingerprint == fingerprint)
+            .filter(|v| v.checked.shares_entries_with(&ctx.configuration))
             .cloned();
+        let fingerprint = match &same {
+            Some(verdict) => verdict.fingerprint,
+            None => fingerprint(&ctx.configuration),
+        };
+        let known = same.or_else(|| {
+            let mut verdicts = lock(&verdicts);
+            let verdict = verdicts.get_mut(key).filter(|v| v.fingerprint == fingerprint)?;
+            verdict.checked = ctx.configuration.clone();
+            Some(verdict.clone())
+        });
         let verdict = match known {
             Some(verdict) => verdict,
             None => {
@@ -511,6 +521,9 @@ pub fn job_validator(
 /// What the check of one job's configuration found.
 #[derive(Debug, Clone)]
 struct JobVerdict {
+    /// The configuration checked (shared with the job's context, so an unchanged one is
+    /// recognised without hashing it).
+    checked: Configuration,
     /// [`fingerprint`] of the configuration checked.
     fingerprint: u64,
     /// Every problem, joined (empty when there is none).
@@ -524,6 +537,7 @@ impl JobVerdict {
         let problems = validate_all(conf);
         if problems.is_empty() {
             return Self {
+                checked: conf.clone(),
                 fingerprint,
                 reason: String::new(),
                 rejection: None,
@@ -541,6 +555,7 @@ impl JobVerdict {
             Ok(()) => ValidationRejection::Unreadable(reason.clone()),
         };
         Self {
+            checked: conf.clone(),
             fingerprint,
             reason,
             rejection: Some(rejection),
