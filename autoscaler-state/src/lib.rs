@@ -45,6 +45,20 @@
 //!   NEEDS_UPDATE, UP_TO_DATE, NEEDS_DELETE, with the same transitions. `flush` does nothing when
 //!   nothing changed; otherwise it writes the job's changed rows (upserts, then deletes) in **one
 //!   transaction**, so a process killed mid-flush leaves every job's rows all old or all new.
+//! - **Group commit.** A flush that adds to a known metric window (nearly every cycle's) is
+//!   written together with the other jobs' flushes waiting at that moment (up to 64): one
+//!   transaction, one statement that checks every fenced job's lease, one that locks every
+//!   window index, and the rows of all of them in batched upserts and deletes. Each job keeps its
+//!   own outcome: a job whose lease is no longer this replica's is refused alone, one whose
+//!   window another process rewrote is written whole on its own, and if the group's transaction
+//!   fails every job of it is written on its own, so one job's bad row fails that job only. A
+//!   job's rows are still all old or all new. The flush returns once its group committed.
+//! - **Evaluated metrics stay in memory.** `store_evaluated_metrics` keeps them in the cache and
+//!   no flush writes them: each cycle that evaluates replaces them and none reads them (the next
+//!   cycle evaluates again from the persisted window), as the reference's `JobAutoScalerImpl`
+//!   keeps its last evaluated metrics in memory. A process opened anew has none until its first
+//!   evaluation; an `evaluatedMetrics` row an earlier release wrote is deleted by the job's next
+//!   flush.
 //! - A row that cannot be decoded is dropped with a logged error and deleted on the next flush
 //!   (the reference's `testDiscardInvalidHistory`); a row of an unknown state type (written by a
 //!   newer release) is ignored with a warning.
@@ -74,7 +88,8 @@
 //! the tables go into the database (and PostgreSQL schema) the URL names.
 //!
 //! `state_type` values are the reference's `scalingHistory`, `scalingTracking`, `collectedMetrics`,
-//! `parallelismOverrides`, `configOverrides`, `delayedScaleDown`, plus `evaluatedMetrics`.
+//! `parallelismOverrides`, `configOverrides`, `delayedScaleDown` (the metric window as one row per
+//! snapshot plus an index row). Earlier releases also wrote `evaluatedMetrics`; see above.
 //!
 //! `t_flink_autoscaler_event_handler`: exactly the reference's columns (`id`, `create_time`,
 //! `update_time`, `job_key`, `reason`, `event_type`, `message`, `event_count`, `event_key`) and its
