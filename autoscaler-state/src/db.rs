@@ -53,6 +53,17 @@ pub(crate) enum Dialect {
     MySql,
 }
 
+impl Dialect {
+    /// The `store` label of the flush series.
+    fn label(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+            Dialect::MySql => "mysql",
+        }
+    }
+}
+
 /// A connected database.
 #[derive(Debug, Clone)]
 pub(crate) enum Database {
@@ -544,7 +555,11 @@ impl Db {
             upserts,
             deletes,
         };
-        match self.group.write(&self.database, &self.statements, flush).await {
+        match self
+            .group
+            .write(&self.database, &self.statements, self.dialect.label(), flush)
+            .await
+        {
             group::GroupOutcome::Written => Ok(()),
             group::GroupOutcome::Fenced { owner, epoch } => Err(StateError::Fenced {
                 job_key: job_key.to_owned(),

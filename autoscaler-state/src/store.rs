@@ -24,6 +24,11 @@ use std::time::Instant;
 /// `postgres`, `mysql`): one sample per flush that writes to a database (a flush with nothing
 /// changed writes nothing and is not counted). Emitted through the `metrics` facade.
 pub const STATE_FLUSH_DURATION: &str = "flink_autoscaler_state_flush_duration_seconds";
+/// Name of the histogram of the jobs one group commit wrote together (see the crate docs,
+/// "Group commit"), labelled like [`STATE_FLUSH_DURATION`]: one sample per group transaction.
+pub const STATE_FLUSH_GROUP_JOBS: &str = "flink_autoscaler_state_flush_group_jobs";
+/// Buckets for [`STATE_FLUSH_GROUP_JOBS`]: up to the 64 jobs a group holds.
+pub const STATE_FLUSH_GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
 /// Name of the counter of failed state flushes, labelled like [`STATE_FLUSH_DURATION`].
 pub const STATE_FLUSH_ERRORS: &str = "flink_autoscaler_state_flush_errors_total";
 

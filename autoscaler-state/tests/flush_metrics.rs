@@ -7,7 +7,7 @@
 mod common;
 
 use autoscaler_core::AutoScalerStateStore;
-use autoscaler_state::{STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, open_state_store};
+use autoscaler_state::{STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_GROUP_JOBS, open_state_store};
 use common::{ctx, sample};
 use std::time::Duration;
 
@@ -63,6 +63,15 @@ fn database_flushes_are_timed_and_failures_counted() {
     );
     assert!(
         text.contains(&format!("{STATE_FLUSH_ERRORS}{{store=\"sqlite\"}} 1\n")),
+        "{text}"
+    );
+    // Each write went through a group of one (the failed one never reached the closed writer).
+    assert!(
+        text.contains(&format!("{STATE_FLUSH_GROUP_JOBS}_count{{store=\"sqlite\"}} 2\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{STATE_FLUSH_GROUP_JOBS}_sum{{store=\"sqlite\"}} 2\n")),
         "{text}"
     );
     assert!(!text.contains("store=\"memory\""), "{text}");

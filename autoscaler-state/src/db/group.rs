@@ -2,7 +2,8 @@
 //!
 //! A flush that only adds to a known metric window and writes or deletes rows (what nearly every
 //! cycle does) is handed to the store's group writer, a task that takes whatever flushes are
-//! waiting (up to [`MAX_GROUP_JOBS`]) and writes them in one transaction: one statement checks
+//! waiting (up to [`MAX_GROUP_JOBS`]; a group of fewer than half that waits [`GATHER_DELAY`] for
+//! more first) and writes them in one transaction: one statement checks
 //! every fenced job's lease, one locks every window index, then the rows of all the jobs are
 //! upserted and deleted in batched statements. A commit, and each round trip to the database,
 //! is shared by the group instead of paid by each job; with SQLite that also means one write
@@ -19,12 +20,16 @@ use crate::rows::WINDOW_INDEX;
 use chrono::Utc;
 use sqlx::Connection as _;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot};
 
 /// The most jobs one group commit writes: their rows (a snapshot, the index and now and then
 /// another state each) fit one batched upsert.
 pub(crate) const MAX_GROUP_JOBS: usize = 64;
+
+/// How long a small group waits for more flushes before it is written.
+const GATHER_DELAY: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Flushes waiting for the group writer, at most; a flush finding the queue full waits.
 const QUEUE_CAPACITY: usize = 1024;
@@ -76,6 +81,8 @@ struct Queued {
 #[derive(Debug, Default)]
 pub(crate) struct GroupWriter {
     sender: Mutex<Option<mpsc::Sender<Queued>>>,
+    /// Set by [`GroupWriter::close`]: no writer starts again.
+    closed: AtomicBool,
 }
 
 impl GroupWriter {
@@ -85,9 +92,12 @@ impl GroupWriter {
         &self,
         database: &Database,
         statements: &Arc<Statements>,
+        store: &'static str,
         flush: GroupedFlush,
     ) -> GroupOutcome {
-        let sender = self.sender(database, statements);
+        let Some(sender) = self.sender(database, statements, store) else {
+            return GroupOutcome::Alone(flush);
+        };
         let (reply, outcome) = oneshot::channel();
         if let Err(mpsc::error::SendError(queued)) = sender.send(Queued { flush, reply }).await {
             return GroupOutcome::Alone(queued.flush);
@@ -97,29 +107,59 @@ impl GroupWriter {
         outcome.await.unwrap_or(GroupOutcome::Lost)
     }
 
-    fn sender(&self, database: &Database, statements: &Arc<Statements>) -> mpsc::Sender<Queued> {
+    /// The running writer's queue, starting a writer if none runs; `None` once closed.
+    fn sender(
+        &self,
+        database: &Database,
+        statements: &Arc<Statements>,
+        store: &'static str,
+    ) -> Option<mpsc::Sender<Queued>> {
         let mut slot = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
         match &*slot {
-            Some(sender) if !sender.is_closed() => sender.clone(),
+            Some(sender) if !sender.is_closed() => Some(sender.clone()),
             _ => {
                 let (sender, receiver) = mpsc::channel(QUEUE_CAPACITY);
-                tokio::spawn(run(database.clone(), Arc::clone(statements), receiver));
+                tokio::spawn(run(database.clone(), Arc::clone(statements), receiver, store));
                 *slot = Some(sender.clone());
-                sender
+                Some(sender)
             }
         }
     }
 
-    /// Stops taking flushes; the writer ends once the queued ones are written.
+    /// Stops taking flushes (later ones are written on their own); the writer ends once the
+    /// queued ones are written.
     pub(crate) fn close(&self) {
-        self.sender.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let mut slot = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+        self.closed.store(true, Ordering::Release);
+        slot.take();
     }
 }
 
-/// The group writer: takes the waiting flushes, writes them together, answers each.
-async fn run(database: Database, statements: Arc<Statements>, mut receiver: mpsc::Receiver<Queued>) {
+/// The group writer: takes the waiting flushes, writes them together, answers each. `store`
+/// labels [`STATE_FLUSH_GROUP_JOBS`](crate::STATE_FLUSH_GROUP_JOBS).
+async fn run(
+    database: Database,
+    statements: Arc<Statements>,
+    mut receiver: mpsc::Receiver<Queued>,
+    store: &'static str,
+) {
     let mut group = Vec::with_capacity(MAX_GROUP_JOBS);
     while receiver.recv_many(&mut group, MAX_GROUP_JOBS).await > 0 {
+        if group.len() < MAX_GROUP_JOBS / 2 {
+            // The cycles of a control loop flush within moments of each other: a short wait lets
+            // them join this group rather than each start one (a commit delay, as databases have).
+            tokio::time::sleep(GATHER_DELAY).await;
+            while group.len() < MAX_GROUP_JOBS {
+                match receiver.try_recv() {
+                    Ok(queued) => group.push(queued),
+                    Err(_) => break,
+                }
+            }
+        }
+        metrics::histogram!(crate::STATE_FLUSH_GROUP_JOBS, "store" => store).record(group.len() as f64);
         let flushes: Vec<&GroupedFlush> = group.iter().map(|q| &q.flush).collect();
         let outcomes = write_with_retries(&database, &statements, &flushes).await;
         drop(flushes);

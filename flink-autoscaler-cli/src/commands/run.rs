@@ -251,6 +251,11 @@ fn install_prometheus_recorder(sources: &[&str], store: Option<&'static str>) ->
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(metrics::LATENCY_BUCKETS)
         .context("metric buckets")?
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(autoscaler_state::STATE_FLUSH_GROUP_JOBS.to_owned()),
+            autoscaler_state::STATE_FLUSH_GROUP_BUCKETS,
+        )
+        .context("metric buckets")?
         .install_recorder()
         .context("cannot install the Prometheus recorder")?;
     metrics::describe_process_series();

@@ -541,6 +541,13 @@ pub fn catalogue() -> Vec<Family> {
         "Time of one state flush that writes to the database.",
     ));
     out.push(family(
+        autoscaler_state::STATE_FLUSH_GROUP_JOBS,
+        "histogram",
+        "`store`",
+        None,
+        "Jobs written together by one group commit of state flushes (one sample per transaction).",
+    ));
+    out.push(family(
         autoscaler_state::STATE_FLUSH_ERRORS,
         "counter",
         "`store`",
@@ -591,6 +598,7 @@ fn is_facade_series(name: &str) -> bool {
         autoscaler_realizer::rest::REST_REQUEST_DURATION,
         autoscaler_realizer::rest::REST_REQUEST_ERRORS,
         autoscaler_state::STATE_FLUSH_DURATION,
+        autoscaler_state::STATE_FLUSH_GROUP_JOBS,
         autoscaler_state::STATE_FLUSH_ERRORS,
         crate::service::config::CONFIG_RELOADS,
     ]
