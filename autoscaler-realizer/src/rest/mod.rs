@@ -23,7 +23,7 @@ pub use model::{
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Name of the histogram of REST request latency, in seconds, labelled `source`, `method` and
@@ -212,6 +212,9 @@ struct Inner {
     /// query set, so the host is parsed once per client rather than once per request.
     request_base: Url,
     config: RestClientConfig,
+    /// The [`REST_REQUEST_DURATION`] series of each of [`ROUTES`], registered on first use (not at
+    /// construction: a service builds its clients before it installs its recorder).
+    durations: [OnceLock<metrics::Histogram>; ROUTES.len()],
 }
 
 impl fmt::Debug for FlinkRestClient {
@@ -265,6 +268,7 @@ impl FlinkRestClient {
                 base,
                 request_base,
                 config,
+                durations: std::array::from_fn(|_| OnceLock::new()),
             }),
         })
     }
@@ -572,23 +576,28 @@ impl FlinkRestClient {
     /// Records one request (one attempt of a retried GET) in the [`REST_REQUEST_DURATION`]
     /// histogram and, when it failed, the [`REST_REQUEST_ERRORS`] counter.
     fn observe(&self, method: &Method, route: &'static str, started: Instant, error: Option<&RestError>) {
-        let source = self.inner.config.metrics_source.clone();
         let method = method_label(method);
-        debug_assert!(
-            ROUTES.contains(&(method, route)),
-            "{method} {route} is missing from ROUTES"
-        );
-        metrics::histogram!(
-            REST_REQUEST_DURATION,
-            "source" => source.clone(),
-            "method" => method,
-            "endpoint" => route
-        )
-        .record(started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        let source = &self.inner.config.metrics_source;
+        let register = || {
+            metrics::histogram!(
+                REST_REQUEST_DURATION,
+                "source" => source.clone(),
+                "method" => method,
+                "endpoint" => route
+            )
+        };
+        match ROUTES.iter().position(|r| *r == (method, route)) {
+            Some(i) => self.inner.durations[i].get_or_init(register).record(seconds),
+            None => {
+                debug_assert!(false, "{method} {route} is missing from ROUTES");
+                register().record(seconds);
+            }
+        }
         if let Some(error) = error {
             metrics::counter!(
                 REST_REQUEST_ERRORS,
-                "source" => source,
+                "source" => source.clone(),
                 "method" => method,
                 "endpoint" => route,
                 "kind" => error.kind()
@@ -963,6 +972,41 @@ mod tests {
         let mut form = String::new();
         push_form_encoded(&mut form, "RUNNING Apache Flink");
         assert_eq!(form, "RUNNING+Apache+Flink");
+    }
+
+    /// The duration series is registered at the first request, so a client built before the
+    /// recorder is installed (as the service builds its clients) still records.
+    #[test]
+    fn request_series_are_registered_at_the_first_request() {
+        let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("a free port");
+        let config = RestClientConfig {
+            retries: 0,
+            metrics_source: "early".to_owned(),
+            ..RestClientConfig::default()
+        };
+        let client = FlinkRestClient::new(&format!("http://127.0.0.1:{closed_port}"), config).expect("client");
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        metrics::with_local_recorder(&recorder, || {
+            rt.block_on(async {
+                for _ in 0..2 {
+                    assert!(client.job_details("j").await.is_err(), "nothing listens");
+                }
+            });
+        });
+        let text = handle.render();
+        let labels = r#"{source="early",method="GET",endpoint="/jobs/:jobid"}"#;
+        assert!(
+            text.contains(&format!("{REST_REQUEST_DURATION}_count{labels} 2")),
+            "{text}"
+        );
     }
 
     #[test]
