@@ -80,10 +80,31 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 /// ```
 #[derive(Debug)]
 pub struct RestMetricsCollector<K> {
-    metric_names: Mutex<HashMap<K, BTreeMap<VertexId, VertexMetricNames>>>,
+    /// Shared with the cycles reading it: a cycle clones the `Arc`, and one that changes the names
+    /// replaces it.
+    metric_names: Mutex<HashMap<K, Arc<JobMetricNames>>>,
     source_listings: Mutex<HashMap<K, BTreeMap<VertexId, SourceListing>>>,
     clusters: Mutex<HashMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
     running_since: Mutex<HashMap<K, DateTime<Utc>>>,
+}
+
+/// The names to query per vertex of one job.
+type JobMetricNames = BTreeMap<VertexId, CachedVertexNames>;
+
+/// The metric names to query for one vertex, with the query built from them once.
+#[derive(Debug, Clone)]
+struct CachedVertexNames {
+    /// Flink metric name -> what it measures.
+    names: VertexMetricNames,
+    /// `get=<names>` ([`crate::rest::metrics_query`]); empty without names.
+    query: String,
+}
+
+impl CachedVertexNames {
+    fn new(names: VertexMetricNames) -> Self {
+        let query = crate::rest::metrics_query(names.keys().map(String::as_str), &[]);
+        Self { names, query }
+    }
 }
 
 /// When a source was last listed, and what the listing said that the cycle needs again.
@@ -121,7 +142,13 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
     /// The cached metric names of `job_key` (vertex -> Flink metric name -> kind); for tests and
     /// diagnostics.
     pub fn cached_metric_names(&self, job_key: &K) -> Option<BTreeMap<VertexId, BTreeMap<String, FlinkMetric>>> {
-        lock(&self.metric_names).get(job_key).cloned()
+        let names = lock(&self.metric_names).get(job_key).cloned()?;
+        Some(
+            names
+                .iter()
+                .map(|(id, cached)| (id.clone(), cached.names.clone()))
+                .collect(),
+        )
     }
 
     fn forget(&self, job_key: &K) {
@@ -132,14 +159,18 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
 
     /// The shared metrics of the cluster `client` talks to.
     fn cluster(&self, client: &FlinkRestClient) -> Arc<tokio::sync::Mutex<ClusterMetrics>> {
-        Arc::clone(lock(&self.clusters).entry(client.base_url().to_owned()).or_default())
+        let mut clusters = lock(&self.clusters);
+        if let Some(cluster) = clusters.get(client.base_url()) {
+            return Arc::clone(cluster);
+        }
+        Arc::clone(clusters.entry(client.base_url().to_owned()).or_default())
     }
 
     /// Remembers when the job last switched to RUNNING and drops the job's caches when that moved
     /// since the previous collection (the job restarted or was rescaled: its vertices and metrics
     /// may have changed), as the reference's collector does when it clears a void window.
     async fn note_running_since(&self, job_key: &K, client: &FlinkRestClient, running_since: DateTime<Utc>) {
-        let previous = lock(&self.running_since).insert(job_key.clone(), running_since);
+        let previous = insert(&mut lock(&self.running_since), job_key, running_since);
         if previous.is_some_and(|previous| running_since > previous) {
             tracing::info!(%running_since, "Job updated. Clearing metrics.");
             lock(&self.metric_names).remove(job_key);
@@ -162,24 +193,32 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
         sources: &[VertexId],
         now: DateTime<Utc>,
     ) -> Result<(BTreeMap<VertexId, BTreeSet<String>>, BTreeMap<VertexId, u32>), CollectError> {
-        let listings = lock(&self.source_listings).get(job_key).cloned().unwrap_or_default();
+        // The previous listing of each source, as the cache holds it now.
+        let listings: Vec<Option<SourceListing>> = {
+            let all = lock(&self.source_listings);
+            let job = all.get(job_key);
+            sources
+                .iter()
+                .map(|id| job.and_then(|listings| listings.get(id)).copied())
+                .collect()
+        };
         let names = lock(&self.metric_names).get(job_key).cloned();
         let mut listed = BTreeMap::new();
         let mut partitions = BTreeMap::new();
         let mut updated = BTreeMap::new();
-        for id in sources {
+        for (id, listing) in sources.iter().zip(listings) {
             let reported_pending = names
                 .as_ref()
                 .and_then(|n| n.get(id))
-                .is_some_and(|n| n.values().any(|m| *m == FlinkMetric::PendingRecords));
-            match listings.get(id) {
+                .is_some_and(|n| n.names.values().any(|m| *m == FlinkMetric::PendingRecords));
+            match listing {
                 Some(listing)
                     if reported_pending
                         && now >= listing.listed_at
                         && now - listing.listed_at < SOURCE_METRIC_NAMES_MAX_AGE =>
                 {
                     partitions.insert(id.clone(), listing.partitions);
-                    updated.insert(id.clone(), *listing);
+                    updated.insert(id.clone(), listing);
                 }
                 _ => {
                     let all = list_metric_names(client, job_id, id).await?;
@@ -196,7 +235,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                 }
             }
         }
-        lock(&self.source_listings).insert(job_key.clone(), updated);
+        insert(&mut lock(&self.source_listings), job_key, updated);
         Ok((listed, partitions))
     }
 
@@ -211,28 +250,39 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
         job_id: &str,
         topology: &JobTopology,
         source_names: &BTreeMap<VertexId, BTreeSet<String>>,
-    ) -> Result<BTreeMap<VertexId, VertexMetricNames>, CollectError> {
+    ) -> Result<Arc<JobMetricNames>, CollectError> {
         let cached = lock(&self.metric_names).get(job_key).cloned();
-        let topology_ids: BTreeSet<&VertexId> = topology.vertices().iter().map(|v| &v.id).collect();
+        // The topology's ids are distinct, so this is "the cached ids are the topology's".
+        let vertices = topology.vertices();
         let (mut names, only_sources) = match cached {
-            Some(c) if c.keys().collect::<BTreeSet<_>>() == topology_ids => (c, true),
-            _ => (BTreeMap::new(), false),
+            Some(c) if c.len() == vertices.len() && vertices.iter().all(|v| c.contains_key(&v.id)) => (c, true),
+            _ => (Arc::new(BTreeMap::new()), false),
         };
         for vertex in topology.vertices() {
             if vertex.finished || (only_sources && !source_names.contains_key(&vertex.id)) {
                 continue;
             }
+            let fetched;
             let all = match source_names.get(&vertex.id) {
-                Some(listed) => listed.clone(),
-                None => list_metric_names(client, job_id, &vertex.id).await?,
+                Some(listed) => listed,
+                None => {
+                    fetched = list_metric_names(client, job_id, &vertex.id).await?;
+                    &fetched
+                }
             };
             // Its log lines name the vertex by id and name.
             let span = tracing::error_span!("vertex", vertex = %vertex.id, vertex_name = vertex.name.as_deref());
-            let filtered = span.in_scope(|| filter_vertex_metric_names(&vertex.id, &all, vertex.is_source()))?;
-            names.insert(vertex.id.clone(), filtered);
+            let filtered = span.in_scope(|| filter_vertex_metric_names(&vertex.id, all, vertex.is_source()))?;
+            // Copied (from the cache's) only when the names changed.
+            if names.get(&vertex.id).is_none_or(|cached| cached.names != filtered) {
+                Arc::make_mut(&mut names).insert(vertex.id.clone(), CachedVertexNames::new(filtered));
+            }
         }
-        names.retain(|id, _| topology.get(id.as_str()).is_some_and(|v| !v.finished));
-        lock(&self.metric_names).insert(job_key.clone(), names.clone());
+        let keep = |id: &VertexId| topology.get(id.as_str()).is_some_and(|v| !v.finished);
+        if !names.keys().all(keep) {
+            Arc::make_mut(&mut names).retain(|id, _| keep(id));
+        }
+        insert(&mut lock(&self.metric_names), job_key, Arc::clone(&names));
         Ok(names)
     }
 
@@ -242,24 +292,24 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
         job_key: &K,
         client: &FlinkRestClient,
         job_id: &str,
-        names: &BTreeMap<VertexId, VertexMetricNames>,
+        names: &JobMetricNames,
     ) -> Result<BTreeMap<VertexId, FlinkMetrics>, CollectError> {
         let mut out = BTreeMap::new();
-        for (vertex, vertex_names) in names {
-            let query: Vec<&str> = vertex_names.keys().map(String::as_str).collect();
+        for (vertex, cached) in names {
             let values = client
-                .vertex_aggregated_metrics(job_id, vertex.as_str(), &query, &[])
+                .vertex_aggregated_metrics_query(job_id, vertex.as_str(), &cached.query)
                 .await
                 .map_err(failed)?;
-            if values.is_empty() && !query.is_empty() {
+            if values.is_empty() && !cached.names.is_empty() {
                 // Flink answers [] for all names when one of them is gone (a lazily registered metric
                 // that disappeared, a restart in between). Relist next cycle; this cycle the vertex
                 // has no metrics, so it is not scaled.
+                let query: Vec<&str> = cached.names.keys().map(String::as_str).collect();
                 tracing::warn!(%vertex, names = ?query, "Flink returned no metrics for the vertex; relisting its metric names next cycle");
                 lock(&self.metric_names).remove(job_key);
                 lock(&self.source_listings).remove(job_key);
             }
-            out.insert(vertex.clone(), merge_by_metric(vertex_names, &values));
+            out.insert(vertex.clone(), merge_by_metric(&cached.names, &values));
         }
         Ok(out)
     }
@@ -332,9 +382,13 @@ where
         })?;
         self.note_running_since(job_key, client, running_since).await;
 
+        let fetched;
         let plan = match &details.plan {
-            Some(plan) => plan.clone(),
-            None => client.job_plan(job_id).await.map_err(|e| job_error(job_id, e))?,
+            Some(plan) => plan,
+            None => {
+                fetched = client.job_plan(job_id).await.map_err(|e| job_error(job_id, e))?;
+                &fetched
+            }
         };
         if plan.nodes.is_empty() {
             return Err(CollectError::NotReady("job is not ready yet".to_owned()));
@@ -347,7 +401,7 @@ where
             .map(|n| VertexId::new(&n.id))
             .collect();
         let (source_names, partitions) = self.list_sources(job_key, client, job_id, &sources, now).await?;
-        let (topology, io_metrics) = job_topology(&details, &plan, &partitions)?;
+        let (topology, io_metrics) = job_topology(&details, plan, &partitions)?;
 
         let stabilizing = now < add_saturating(running_since, options.stabilization_interval);
         let names = match self
@@ -504,6 +558,14 @@ fn job_error(job_id: &str, e: RestError) -> CollectError {
         CollectError::NotReady(format!("job {job_id} is no longer known to the cluster: {e}"))
     } else {
         failed(e)
+    }
+}
+
+/// Sets `map[key]` to `value` (cloning the key only when it is new); the previous value.
+fn insert<K: Eq + Hash + Clone, V>(map: &mut HashMap<K, V>, key: &K, value: V) -> Option<V> {
+    match map.get_mut(key) {
+        Some(slot) => Some(std::mem::replace(slot, value)),
+        None => map.insert(key.clone(), value),
     }
 }
 

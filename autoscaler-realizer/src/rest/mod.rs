@@ -23,7 +23,7 @@ pub use model::{
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Name of the histogram of REST request latency, in seconds, labelled `source`, `method` and
@@ -208,7 +208,13 @@ pub struct FlinkRestClient {
 struct Inner {
     http: reqwest::Client,
     base: Url,
+    /// `base` without query and fragment: every request's URL is a clone of it with the path and
+    /// query set, so the host is parsed once per client rather than once per request.
+    request_base: Url,
     config: RestClientConfig,
+    /// The [`REST_REQUEST_DURATION`] series of each of [`ROUTES`], registered on first use (not at
+    /// construction: a service builds its clients before it installs its recorder).
+    durations: [OnceLock<metrics::Histogram>; ROUTES.len()],
 }
 
 impl fmt::Debug for FlinkRestClient {
@@ -252,9 +258,18 @@ impl FlinkRestClient {
             base.set_path(&path);
         }
         let http = build_http_client(&config)?;
+        let mut request_base = base.clone();
+        request_base.set_query(None);
+        request_base.set_fragment(None);
         Ok(Self {
             timeout: config.timeout,
-            inner: Arc::new(Inner { http, base, config }),
+            inner: Arc::new(Inner {
+                http,
+                base,
+                request_base,
+                config,
+                durations: std::array::from_fn(|_| OnceLock::new()),
+            }),
         })
     }
 
@@ -287,82 +302,70 @@ impl FlinkRestClient {
 
     /// `GET /jobs/overview`: every job the JobManager knows, with state and task counts.
     pub async fn jobs_overview(&self) -> Result<JobsOverview, RestError> {
-        self.get("/jobs/overview", "jobs/overview", &[]).await
+        let path = self.path(&[Part::Literal("jobs/overview")])?;
+        self.get_path("/jobs/overview", &path, "").await
     }
 
     /// `GET /jobs/{jobid}`: job details with timestamps, vertices (parallelism, max parallelism,
     /// status, IO counters) and the plan. Unknown job: 404.
     pub async fn job_details(&self, job_id: &str) -> Result<JobDetails, RestError> {
-        let job = path_segment("job id", job_id)?;
-        self.get("/jobs/:jobid", &format!("jobs/{job}"), &[]).await
+        let path = self.path(&[Part::Literal("jobs/"), Part::Id("job id", job_id)])?;
+        self.get_path("/jobs/:jobid", &path, "").await
     }
 
     /// `GET /jobs/{jobid}/status`: the job state straight from the dispatcher (not from the 3 s
     /// execution-graph cache that serves the job details).
     pub async fn job_status(&self, job_id: &str) -> Result<JobStatusInfo, RestError> {
-        let job = path_segment("job id", job_id)?;
-        self.get("/jobs/:jobid/status", &format!("jobs/{job}/status"), &[])
-            .await
+        let path = self.job_path(job_id, "/status")?;
+        self.get_path("/jobs/:jobid/status", &path, "").await
     }
 
     /// `GET /jobs/{jobid}/metrics?get=...`: job metrics, values as strings. `numRescales` going up by
     /// one (and `uptime` resetting) is the reliable sign that a requested rescale happened.
     pub async fn job_metrics(&self, job_id: &str, names: &[&str]) -> Result<Vec<MetricValue>, RestError> {
-        let job = path_segment("job id", job_id)?;
+        let path = self.job_path(job_id, "/metrics")?;
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        self.get(
+        self.get_path(
             "/jobs/:jobid/metrics",
-            &format!("jobs/{job}/metrics"),
-            &metrics_query(names, &[]),
+            &path,
+            &metrics_query(names.iter().copied(), &[]),
         )
         .await
     }
 
     /// `GET /jobs/{jobid}/plan`: the job graph with edges and ship strategies.
     pub async fn job_plan(&self, job_id: &str) -> Result<JobPlan, RestError> {
-        let job = path_segment("job id", job_id)?;
-        let response: JobPlanResponse = self.get("/jobs/:jobid/plan", &format!("jobs/{job}/plan"), &[]).await?;
+        let path = self.job_path(job_id, "/plan")?;
+        let response: JobPlanResponse = self.get_path("/jobs/:jobid/plan", &path, "").await?;
         Ok(response.plan)
     }
 
     /// `GET /jobs/{jobid}/config`: the job's execution config.
     pub async fn job_config(&self, job_id: &str) -> Result<JobConfig, RestError> {
-        let job = path_segment("job id", job_id)?;
-        self.get("/jobs/:jobid/config", &format!("jobs/{job}/config"), &[])
-            .await
+        let path = self.job_path(job_id, "/config")?;
+        self.get_path("/jobs/:jobid/config", &path, "").await
     }
 
     /// `GET /jobs/{jobid}/jobmanager/config`: the configuration the job runs with, as `{key, value}`.
     pub async fn job_jobmanager_config(&self, job_id: &str) -> Result<Vec<ConfigEntry>, RestError> {
-        let job = path_segment("job id", job_id)?;
-        self.get(
-            "/jobs/:jobid/jobmanager/config",
-            &format!("jobs/{job}/jobmanager/config"),
-            &[],
-        )
-        .await
+        let path = self.job_path(job_id, "/jobmanager/config")?;
+        self.get_path("/jobs/:jobid/jobmanager/config", &path, "").await
     }
 
     /// `GET /jobmanager/config`: the cluster configuration.
     pub async fn jobmanager_config(&self) -> Result<Vec<ConfigEntry>, RestError> {
-        self.get("/jobmanager/config", "jobmanager/config", &[]).await
+        let path = self.path(&[Part::Literal("jobmanager/config")])?;
+        self.get_path("/jobmanager/config", &path, "").await
     }
 
     /// `GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics`: the names of the metrics the vertex's
     /// subtasks report. Lazily registered metrics (a Kafka source's `pendingRecords`) appear late, so
     /// list again rather than caching forever. An unknown vertex answers an empty list.
     pub async fn vertex_metric_names(&self, job_id: &str, vertex_id: &str) -> Result<Vec<String>, RestError> {
-        let job = path_segment("job id", job_id)?;
-        let vertex = path_segment("vertex id", vertex_id)?;
-        let names: Vec<MetricName> = self
-            .get(
-                SUBTASK_METRICS_ROUTE,
-                &format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"),
-                &[],
-            )
-            .await?;
+        let path = self.vertex_path(job_id, vertex_id, "/subtasks/metrics")?;
+        let names: Vec<MetricName> = self.get_path(SUBTASK_METRICS_ROUTE, &path, "").await?;
         Ok(names.into_iter().map(|n| n.id).collect())
     }
 
@@ -378,18 +381,23 @@ impl FlinkRestClient {
         names: &[&str],
         aggregations: &[Aggregation],
     ) -> Result<Vec<AggregatedMetricValue>, RestError> {
-        let job = path_segment("job id", job_id)?;
-        let vertex = path_segment("vertex id", vertex_id)?;
-        if names.is_empty() {
+        let query = metrics_query(names.iter().copied(), aggregations);
+        self.vertex_aggregated_metrics_query(job_id, vertex_id, &query).await
+    }
+
+    /// [`Self::vertex_aggregated_metrics`] with the query already built by [`metrics_query`] (the
+    /// collector keeps each vertex's); an empty query asks nothing and answers no values.
+    pub(crate) async fn vertex_aggregated_metrics_query(
+        &self,
+        job_id: &str,
+        vertex_id: &str,
+        query: &str,
+    ) -> Result<Vec<AggregatedMetricValue>, RestError> {
+        let path = self.vertex_path(job_id, vertex_id, "/subtasks/metrics")?;
+        if query.is_empty() {
             return Ok(Vec::new());
         }
-        let query = metrics_query(names, aggregations);
-        self.get(
-            SUBTASK_METRICS_ROUTE,
-            &format!("jobs/{job}/vertices/{vertex}/subtasks/metrics"),
-            &query,
-        )
-        .await
+        self.get_path(SUBTASK_METRICS_ROUTE, &path, query).await
     }
 
     /// `GET /jobs/{jobid}/vertices/{vertexid}/metrics?get=<subtask>.<name>,...`: per-subtask values.
@@ -401,18 +409,13 @@ impl FlinkRestClient {
         vertex_id: &str,
         names: &[&str],
     ) -> Result<Vec<MetricValue>, RestError> {
-        let job = path_segment("job id", job_id)?;
-        let vertex = path_segment("vertex id", vertex_id)?;
+        let path = self.vertex_path(job_id, vertex_id, "/metrics")?;
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        let query = metrics_query(names, &[]);
-        self.get(
-            "/jobs/:jobid/vertices/:vertexid/metrics",
-            &format!("jobs/{job}/vertices/{vertex}/metrics"),
-            &query,
-        )
-        .await
+        let query = metrics_query(names.iter().copied(), &[]);
+        self.get_path("/jobs/:jobid/vertices/:vertexid/metrics", &path, &query)
+            .await
     }
 
     /// `GET /taskmanagers/metrics?get=...[&agg=...]`: the named metrics aggregated over all task
@@ -425,12 +428,9 @@ impl FlinkRestClient {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        self.get(
-            "/taskmanagers/metrics",
-            "taskmanagers/metrics",
-            &metrics_query(names, aggregations),
-        )
-        .await
+        let path = self.path(&[Part::Literal("taskmanagers/metrics")])?;
+        let query = metrics_query(names.iter().copied(), aggregations);
+        self.get_path("/taskmanagers/metrics", &path, &query).await
     }
 
     /// `GET /jobmanager/metrics?get=...`: job manager metrics (`taskSlotsTotal`, ...), values as strings.
@@ -438,19 +438,15 @@ impl FlinkRestClient {
         if names.is_empty() {
             return Ok(Vec::new());
         }
-        self.get("/jobmanager/metrics", "jobmanager/metrics", &metrics_query(names, &[]))
-            .await
+        let path = self.path(&[Part::Literal("jobmanager/metrics")])?;
+        let query = metrics_query(names.iter().copied(), &[]);
+        self.get_path("/jobmanager/metrics", &path, &query).await
     }
 
     /// `GET /jobs/{jobid}/resource-requirements` (adaptive scheduler only). Unknown or stopped job: 500.
     pub async fn resource_requirements(&self, job_id: &str) -> Result<JobResourceRequirements, RestError> {
-        let job = path_segment("job id", job_id)?;
-        self.get(
-            "/jobs/:jobid/resource-requirements",
-            &format!("jobs/{job}/resource-requirements"),
-            &[],
-        )
-        .await
+        let path = self.job_path(job_id, "/resource-requirements")?;
+        self.get_path("/jobs/:jobid/resource-requirements", &path, "").await
     }
 
     /// `PUT /jobs/{jobid}/resource-requirements`. The body must list every vertex of the job. Flink
@@ -462,22 +458,50 @@ impl FlinkRestClient {
         job_id: &str,
         requirements: &JobResourceRequirements,
     ) -> Result<(), RestError> {
-        let job = path_segment("job id", job_id)?;
-        let path = format!("jobs/{job}/resource-requirements");
+        let path = self.job_path(job_id, "/resource-requirements")?;
         let body = serde_json::to_vec(requirements)
             .map_err(|e| RestError::Config(format!("resource requirements do not serialize: {e}")))?;
-        self.send(
-            Method::PUT,
-            "/jobs/:jobid/resource-requirements",
-            &path,
-            &[],
-            Some(body),
-        )
-        .await
-        .map(|_| ())
+        self.send(Method::PUT, "/jobs/:jobid/resource-requirements", &path, "", Some(body))
+            .await
+            .map(|_| ())
     }
 
-    /// GET `path` (retried, see the module docs); `route` is its template (`/jobs/:jobid`), the
+    /// The path of `parts` under the base URL: literals as they are, ids as one percent-encoded
+    /// segment each ([`push_segment`]), in order (the first invalid id is the error).
+    fn path(&self, parts: &[Part<'_>]) -> Result<RequestPath, RestError> {
+        let base = self.inner.request_base.path();
+        let mut full = String::with_capacity(base.len() + 128);
+        full.push_str(base);
+        for part in parts {
+            match *part {
+                Part::Literal(text) => full.push_str(text),
+                Part::Id(kind, id) => push_segment(&mut full, kind, id)?,
+            }
+        }
+        Ok(RequestPath {
+            full,
+            relative_start: base.len(),
+        })
+    }
+
+    /// `jobs/<job id><rest>`.
+    fn job_path(&self, job_id: &str, rest: &'static str) -> Result<RequestPath, RestError> {
+        self.path(&[Part::Literal("jobs/"), Part::Id("job id", job_id), Part::Literal(rest)])
+    }
+
+    /// `jobs/<job id>/vertices/<vertex id><rest>`.
+    fn vertex_path(&self, job_id: &str, vertex_id: &str, rest: &'static str) -> Result<RequestPath, RestError> {
+        self.path(&[
+            Part::Literal("jobs/"),
+            Part::Id("job id", job_id),
+            Part::Literal("/vertices/"),
+            Part::Id("vertex id", vertex_id),
+            Part::Literal(rest),
+        ])
+    }
+
+    /// GET `path` (relative to the base URL, already encoded) with the query `pairs`, encoded as a
+    /// form (retried, see the module docs); `route` is its template (`/jobs/:jobid`), the
     /// `endpoint` label of the request metrics.
     pub(crate) async fn get<T: DeserializeOwned>(
         &self,
@@ -485,12 +509,32 @@ impl FlinkRestClient {
         path: &str,
         query: &[(&str, String)],
     ) -> Result<T, RestError> {
+        let path = self.path(&[Part::Literal(path)])?;
+        let mut encoded = String::new();
+        for (key, value) in query {
+            if !encoded.is_empty() {
+                encoded.push('&');
+            }
+            push_form_encoded(&mut encoded, key);
+            encoded.push('=');
+            push_form_encoded(&mut encoded, value);
+        }
+        self.get_path(route, &path, &encoded).await
+    }
+
+    /// GET `path` with the encoded `query` (none when empty), retried; see [`Self::get`].
+    async fn get_path<T: DeserializeOwned>(
+        &self,
+        route: &'static str,
+        path: &RequestPath,
+        query: &str,
+    ) -> Result<T, RestError> {
         let config = &self.inner.config;
         let mut attempt = 0;
         loop {
             let started = Instant::now();
             let result = match self.send_once(Method::GET, path, query, None).await {
-                Ok(body) => decode::<T>(&endpoint(&Method::GET, path), &body),
+                Ok(body) => decode::<T>(&body, || endpoint(&Method::GET, path.relative())),
                 Err(e) => Err(e),
             };
             self.observe(&Method::GET, route, started, result.as_ref().err());
@@ -519,8 +563,8 @@ impl FlinkRestClient {
         &self,
         method: Method,
         route: &'static str,
-        path: &str,
-        query: &[(&str, String)],
+        path: &RequestPath,
+        query: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, RestError> {
         let started = Instant::now();
@@ -532,23 +576,28 @@ impl FlinkRestClient {
     /// Records one request (one attempt of a retried GET) in the [`REST_REQUEST_DURATION`]
     /// histogram and, when it failed, the [`REST_REQUEST_ERRORS`] counter.
     fn observe(&self, method: &Method, route: &'static str, started: Instant, error: Option<&RestError>) {
-        let source = self.inner.config.metrics_source.clone();
         let method = method_label(method);
-        debug_assert!(
-            ROUTES.contains(&(method, route)),
-            "{method} {route} is missing from ROUTES"
-        );
-        metrics::histogram!(
-            REST_REQUEST_DURATION,
-            "source" => source.clone(),
-            "method" => method,
-            "endpoint" => route
-        )
-        .record(started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        let source = &self.inner.config.metrics_source;
+        let register = || {
+            metrics::histogram!(
+                REST_REQUEST_DURATION,
+                "source" => source.clone(),
+                "method" => method,
+                "endpoint" => route
+            )
+        };
+        match ROUTES.iter().position(|r| *r == (method, route)) {
+            Some(i) => self.inner.durations[i].get_or_init(register).record(seconds),
+            None => {
+                debug_assert!(false, "{method} {route} is missing from ROUTES");
+                register().record(seconds);
+            }
+        }
         if let Some(error) = error {
             metrics::counter!(
                 REST_REQUEST_ERRORS,
-                "source" => source,
+                "source" => source.clone(),
                 "method" => method,
                 "endpoint" => route,
                 "kind" => error.kind()
@@ -561,23 +610,17 @@ impl FlinkRestClient {
     async fn send_once(
         &self,
         method: Method,
-        path: &str,
-        query: &[(&str, String)],
+        path: &RequestPath,
+        query: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, RestError> {
-        let endpoint = endpoint(&method, path);
-        let mut url = self
-            .inner
-            .base
-            .join(path)
-            .map_err(|e| RestError::Config(format!("{endpoint}: path does not form a URL: {e}")))?;
+        let endpoint = || endpoint(&method, path.relative());
+        let mut url = self.inner.request_base.clone();
+        url.set_path(&path.full);
         if !query.is_empty() {
-            let mut pairs = url.query_pairs_mut();
-            for (k, v) in query {
-                pairs.append_pair(k, v);
-            }
+            url.set_query(Some(query));
         }
-        let mut request = self.inner.http.request(method, url).timeout(self.timeout);
+        let mut request = self.inner.http.request(method.clone(), url).timeout(self.timeout);
         if let Some(body) = body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -586,12 +629,12 @@ impl FlinkRestClient {
         let transport_error = |e: reqwest::Error| {
             if e.is_timeout() {
                 RestError::Timeout {
-                    endpoint: endpoint.clone(),
+                    endpoint: endpoint(),
                     timeout: self.timeout,
                 }
             } else {
                 RestError::Transport {
-                    endpoint: endpoint.clone(),
+                    endpoint: endpoint(),
                     message: error_chain(&e),
                 }
             }
@@ -601,7 +644,7 @@ impl FlinkRestClient {
         let limit = self.inner.config.max_response_bytes;
         let bytes = read_bounded(response, limit).await.map_err(|e| match e {
             BodyError::TooLarge => RestError::BodyTooLarge {
-                endpoint: endpoint.clone(),
+                endpoint: endpoint(),
                 limit,
             },
             BodyError::Transport(e) => transport_error(e),
@@ -609,7 +652,30 @@ impl FlinkRestClient {
         if status.is_success() {
             return Ok(bytes);
         }
-        Err(status_error(endpoint, status, &bytes))
+        Err(status_error(endpoint(), status, &bytes))
+    }
+}
+
+/// A piece of a request path ([`FlinkRestClient::path`]).
+enum Part<'a> {
+    /// Path text as it is (already a valid, encoded path).
+    Literal(&'a str),
+    /// An id (`job id`, `vertex id`) that becomes one percent-encoded segment.
+    Id(&'static str, &'a str),
+}
+
+/// A request's path: the base URL's path followed by the endpoint's, in one buffer.
+struct RequestPath {
+    /// The whole path, base path included.
+    full: String,
+    /// Where the endpoint's part (`jobs/<id>`, no leading `/`) starts in `full`.
+    relative_start: usize,
+}
+
+impl RequestPath {
+    /// The endpoint's part of the path (`jobs/<id>`), as errors name it.
+    fn relative(&self) -> &str {
+        self.full.get(self.relative_start..).unwrap_or_default()
     }
 }
 
@@ -672,25 +738,48 @@ fn build_http_client(config: &RestClientConfig) -> Result<reqwest::Client, RestE
         .map_err(|e| RestError::Config(format!("HTTP client: {}", error_chain(&e))))
 }
 
-/// `id` as one URL path segment: every byte outside the unreserved set (`A-Z a-z 0-9 - . _ ~`) is
-/// percent-encoded, so `/`, `?`, `#` and `%` cannot leave the segment; an empty id, `.` and `..`
-/// (which URL resolution would drop or climb with) are refused.
-fn path_segment(kind: &'static str, id: &str) -> Result<String, RestError> {
+/// Appends `id` to `out` as one URL path segment: every byte outside the unreserved set
+/// (`A-Z a-z 0-9 - . _ ~`) is percent-encoded, so `/`, `?`, `#` and `%` cannot leave the segment; an
+/// empty id, `.` and `..` (which URL resolution would drop or climb with) are refused.
+fn push_segment(out: &mut String, kind: &'static str, id: &str) -> Result<(), RestError> {
     if matches!(id, "" | "." | "..") {
         return Err(RestError::InvalidId {
             kind,
             id: id.to_owned(),
         });
     }
-    let mut out = String::with_capacity(id.len());
-    for byte in id.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
+    push_encoded(out, id, false, |byte| {
+        byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
+    });
+    Ok(())
+}
+
+/// Appends `text` to `out` encoded as `application/x-www-form-urlencoded` does it (what
+/// `Url::query_pairs_mut` writes): `A-Z a-z 0-9 * - . _` stay, a space becomes `+`, every other
+/// byte `%XX`.
+fn push_form_encoded(out: &mut String, text: &str) {
+    push_encoded(out, text, true, |byte| {
+        byte.is_ascii_alphanumeric() || matches!(byte, b'*' | b'-' | b'.' | b'_')
+    });
+}
+
+/// Appends `text` to `out`, every byte `keep` refuses as `%XX` (upper-case hex; a space as `+`
+/// when `space_as_plus`), runs of kept bytes copied at once.
+fn push_encoded(out: &mut String, text: &str, space_as_plus: bool, keep: impl Fn(u8) -> bool) {
+    let mut start = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        if !keep(byte) {
+            // Kept bytes are ASCII, so `start..i` lies on character boundaries.
+            out.push_str(text.get(start..i).unwrap_or_default());
+            out.push_str(if space_as_plus && byte == b' ' {
+                "+"
+            } else {
+                percent_encoding::percent_encode_byte(byte)
+            });
+            start = i + 1;
         }
     }
-    Ok(out)
+    out.push_str(text.get(start..).unwrap_or_default());
 }
 
 /// The `method` label: a bounded set (the client only sends GET and PUT).
@@ -708,18 +797,28 @@ fn endpoint(method: &Method, path: &str) -> String {
     format!("{method} /{path}")
 }
 
-fn metrics_query(names: &[&str], aggregations: &[Aggregation]) -> Vec<(&'static str, String)> {
-    let mut query = vec![("get", names.join(","))];
-    if !aggregations.is_empty() {
-        let aggs: Vec<&str> = aggregations.iter().map(|a| a.as_str()).collect();
-        query.push(("agg", aggs.join(",")));
+/// The encoded query `get=<names>[&agg=<aggregations>]` of the metrics endpoints, each list
+/// joined by `,` and form-encoded (as `Url::query_pairs_mut` would write the pairs); empty
+/// without names.
+pub(crate) fn metrics_query<'a>(names: impl IntoIterator<Item = &'a str>, aggregations: &[Aggregation]) -> String {
+    let mut query = String::new();
+    for (i, name) in names.into_iter().enumerate() {
+        query.push_str(if i == 0 { "get=" } else { "%2C" });
+        push_form_encoded(&mut query, name);
+    }
+    if query.is_empty() {
+        return query;
+    }
+    for (i, aggregation) in aggregations.iter().enumerate() {
+        query.push_str(if i == 0 { "&agg=" } else { "%2C" });
+        query.push_str(aggregation.as_str());
     }
     query
 }
 
-fn decode<T: DeserializeOwned>(endpoint: &str, body: &[u8]) -> Result<T, RestError> {
+fn decode<T: DeserializeOwned>(body: &[u8], endpoint: impl FnOnce() -> String) -> Result<T, RestError> {
     serde_json::from_slice(body).map_err(|e| RestError::Decode {
-        endpoint: endpoint.to_owned(),
+        endpoint: endpoint(),
         message: e.to_string(),
     })
 }
@@ -812,9 +911,15 @@ mod tests {
         assert!(with(insecure, Some(AuthHeader::bearer("t"))).is_ok());
     }
 
+    /// `id` as one path segment, or `None` when it is refused.
+    fn path_segment(id: &str) -> Option<String> {
+        let mut out = String::new();
+        push_segment(&mut out, "job id", id).ok().map(|()| out)
+    }
+
     #[test]
     fn ids_stay_one_path_segment() {
-        let segment = |id: &str| path_segment("job id", id).ok();
+        let segment = path_segment;
         assert_eq!(
             segment("69d8f5332ed995a1c6cf4baa8d8018bb").as_deref(),
             Some("69d8f5332ed995a1c6cf4baa8d8018bb")
@@ -828,6 +933,80 @@ mod tests {
         assert_eq!(segment(""), None);
         assert_eq!(segment("."), None);
         assert_eq!(segment(".."), None);
+    }
+
+    #[test]
+    fn request_urls_are_the_joined_base_and_form_encoded_query() {
+        let names = [
+            "busyTimeMsPerSecond",
+            "Source__a b.pendingRecords",
+            "x,y&z=1",
+            "ä/%+*~",
+            "",
+        ];
+        for base in ["http://127.0.0.1:8081", "http://user:pw@flink.example:8081/proxy?x=1#f"] {
+            let client = FlinkRestClient::new(base, RestClientConfig::default()).expect("client");
+            let relative = "jobs/a%2Fb/vertices/v/subtasks/metrics";
+            // What the client did before: join the relative path, append the pairs.
+            let mut expected = client.inner.base.join(relative).expect("joins");
+            expected
+                .query_pairs_mut()
+                .append_pair("get", &names.join(","))
+                .append_pair("agg", "min,max");
+            let path = client
+                .path(&[
+                    Part::Literal("jobs/"),
+                    Part::Id("job id", "a/b"),
+                    Part::Literal("/vertices/"),
+                    Part::Id("vertex id", "v"),
+                    Part::Literal("/subtasks/metrics"),
+                ])
+                .expect("valid ids");
+            assert_eq!(path.relative(), relative);
+            let mut url = client.inner.request_base.clone();
+            url.set_path(&path.full);
+            url.set_query(Some(&metrics_query(names, &[Aggregation::Min, Aggregation::Max])));
+            assert_eq!(url.as_str(), expected.as_str());
+        }
+        assert_eq!(metrics_query([], &[Aggregation::Min]), "");
+        let mut form = String::new();
+        push_form_encoded(&mut form, "RUNNING Apache Flink");
+        assert_eq!(form, "RUNNING+Apache+Flink");
+    }
+
+    /// The duration series is registered at the first request, so a client built before the
+    /// recorder is installed (as the service builds its clients) still records.
+    #[test]
+    fn request_series_are_registered_at_the_first_request() {
+        let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("a free port");
+        let config = RestClientConfig {
+            retries: 0,
+            metrics_source: "early".to_owned(),
+            ..RestClientConfig::default()
+        };
+        let client = FlinkRestClient::new(&format!("http://127.0.0.1:{closed_port}"), config).expect("client");
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        metrics::with_local_recorder(&recorder, || {
+            rt.block_on(async {
+                for _ in 0..2 {
+                    assert!(client.job_details("j").await.is_err(), "nothing listens");
+                }
+            });
+        });
+        let text = handle.render();
+        let labels = r#"{source="early",method="GET",endpoint="/jobs/:jobid"}"#;
+        assert!(
+            text.contains(&format!("{REST_REQUEST_DURATION}_count{labels} 2")),
+            "{text}"
+        );
     }
 
     #[test]
