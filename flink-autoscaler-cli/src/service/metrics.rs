@@ -1563,6 +1563,8 @@ mod tests {
             // Counts of things, whose names issue 22 fixes.
             "_owned_jobs",
             "_ha_replicas",
+            // Jobs per group commit of state flushes.
+            "_group_jobs",
         ];
         for f in &catalogue {
             assert!(
