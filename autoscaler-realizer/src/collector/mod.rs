@@ -28,7 +28,9 @@
 mod names;
 
 use crate::context::FlinkRestContext;
-use crate::rest::{AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetails, JobPlan, RestError};
+use crate::rest::{
+    AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetails, JobPlan, PreparedRequest, RestError,
+};
 use async_trait::async_trait;
 use autoscaler_core::{
     CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector, MetricsSnapshot,
@@ -42,7 +44,7 @@ use chrono::{DateTime, Utc};
 use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 /// How long one answer of a cluster's slot and task-manager metrics serves its jobs.
 pub const CLUSTER_METRICS_MAX_AGE: TimeDelta = TimeDelta::seconds(5);
@@ -98,12 +100,19 @@ struct CachedVertexNames {
     names: VertexMetricNames,
     /// `get=<names>` ([`crate::rest::metrics_query`]); empty without names.
     query: String,
+    /// The request of the vertex's aggregated metrics, built at its first use, with the job id it
+    /// was built for.
+    request: OnceLock<(String, PreparedRequest)>,
 }
 
 impl CachedVertexNames {
     fn new(names: VertexMetricNames) -> Self {
         let query = crate::rest::metrics_query(names.keys().map(String::as_str), &[]);
-        Self { names, query }
+        Self {
+            names,
+            query,
+            request: OnceLock::new(),
+        }
     }
 }
 
@@ -296,10 +305,27 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
     ) -> Result<BTreeMap<VertexId, FlinkMetrics>, CollectError> {
         let mut out = BTreeMap::new();
         for (vertex, cached) in names {
-            let values = client
-                .vertex_aggregated_metrics_query(job_id, vertex.as_str(), &cached.query)
-                .await
-                .map_err(failed)?;
+            let values = if cached.query.is_empty() {
+                // Asks nothing (once the ids are checked).
+                client
+                    .vertex_aggregated_metrics(job_id, vertex.as_str(), &[], &[])
+                    .await
+            } else {
+                // The request built for this job on this client, else a new one (kept if none was).
+                let built;
+                let request = match cached.request.get() {
+                    Some((id, request)) if id == job_id && client.prepared_here(request) => request,
+                    _ => {
+                        built = client
+                            .prepare_vertex_aggregated_metrics(job_id, vertex.as_str(), &cached.query)
+                            .map_err(failed)?;
+                        let _ = cached.request.set((job_id.to_owned(), built.clone()));
+                        &built
+                    }
+                };
+                client.get_prepared(request).await
+            }
+            .map_err(failed)?;
             if values.is_empty() && !cached.names.is_empty() {
                 // Flink answers [] for all names when one of them is gone (a lazily registered metric
                 // that disappeared, a restart in between). Relist next cycle; this cycle the vertex

@@ -23,6 +23,7 @@ pub use model::{
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use std::fmt;
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -381,23 +382,29 @@ impl FlinkRestClient {
         names: &[&str],
         aggregations: &[Aggregation],
     ) -> Result<Vec<AggregatedMetricValue>, RestError> {
+        let path = self.vertex_path(job_id, vertex_id, "/subtasks/metrics")?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
         let query = metrics_query(names.iter().copied(), aggregations);
-        self.vertex_aggregated_metrics_query(job_id, vertex_id, &query).await
+        self.get_path(SUBTASK_METRICS_ROUTE, &path, &query).await
     }
 
-    /// [`Self::vertex_aggregated_metrics`] with the query already built by [`metrics_query`] (the
-    /// collector keeps each vertex's); an empty query asks nothing and answers no values.
-    pub(crate) async fn vertex_aggregated_metrics_query(
+    /// The request of [`Self::vertex_aggregated_metrics`] with the `query` [`metrics_query`] built,
+    /// for [`Self::get_prepared`] (the collector keeps each vertex's).
+    pub(crate) fn prepare_vertex_aggregated_metrics(
         &self,
         job_id: &str,
         vertex_id: &str,
         query: &str,
-    ) -> Result<Vec<AggregatedMetricValue>, RestError> {
+    ) -> Result<PreparedRequest, RestError> {
         let path = self.vertex_path(job_id, vertex_id, "/subtasks/metrics")?;
-        if query.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.get_path(SUBTASK_METRICS_ROUTE, &path, query).await
+        Ok(self.prepare(SUBTASK_METRICS_ROUTE, &path, query))
+    }
+
+    /// Whether `request` was prepared by a client with this one's base URL.
+    pub(crate) fn prepared_here(&self, request: &PreparedRequest) -> bool {
+        request.url.as_str().get(..request.relative.start) == Some(self.inner.request_base.as_str())
     }
 
     /// `GET /jobs/{jobid}/vertices/{vertexid}/metrics?get=<subtask>.<name>,...`: per-subtask values.
@@ -461,9 +468,8 @@ impl FlinkRestClient {
         let path = self.job_path(job_id, "/resource-requirements")?;
         let body = serde_json::to_vec(requirements)
             .map_err(|e| RestError::Config(format!("resource requirements do not serialize: {e}")))?;
-        self.send(Method::PUT, "/jobs/:jobid/resource-requirements", &path, "", Some(body))
-            .await
-            .map(|_| ())
+        let request = self.prepare("/jobs/:jobid/resource-requirements", &path, "");
+        self.send(Method::PUT, &request, Some(body)).await.map(|_| ())
     }
 
     /// The path of `parts` under the base URL: literals as they are, ids as one percent-encoded
@@ -529,12 +535,37 @@ impl FlinkRestClient {
         path: &RequestPath,
         query: &str,
     ) -> Result<T, RestError> {
+        self.get_prepared(&self.prepare(route, path, query)).await
+    }
+
+    /// The request of `route` (its template, the `endpoint` label of the request metrics) to
+    /// `path` with the encoded `query` (none when empty): the base URL with the path and query
+    /// set, so the host is never parsed again.
+    fn prepare(&self, route: &'static str, path: &RequestPath, query: &str) -> PreparedRequest {
+        let mut url = self.inner.request_base.clone();
+        url.set_path(&path.full);
+        if !query.is_empty() {
+            url.set_query(Some(query));
+        }
+        // The text is the base's (which ends with its path), the rest of the path, then the query.
+        let after_path = url.as_str().len() - url.query().map_or(0, |q| q.len() + 1);
+        let before_path = after_path - url.path().len();
+        PreparedRequest {
+            route,
+            relative: (before_path + path.relative_start).min(after_path)..after_path,
+            url,
+        }
+    }
+
+    /// GET the prepared `request` (retried, see the module docs).
+    pub(crate) async fn get_prepared<T: DeserializeOwned>(&self, request: &PreparedRequest) -> Result<T, RestError> {
         let config = &self.inner.config;
+        let route = request.route;
         let mut attempt = 0;
         loop {
             let started = Instant::now();
-            let result = match self.send_once(Method::GET, path, query, None).await {
-                Ok(body) => decode::<T>(&body, || endpoint(&Method::GET, path.relative())),
+            let result = match self.send_once(Method::GET, request, None).await {
+                Ok(body) => decode::<T>(&body, || endpoint(&Method::GET, request.relative())),
                 Err(e) => Err(e),
             };
             self.observe(&Method::GET, route, started, result.as_ref().err());
@@ -562,14 +593,12 @@ impl FlinkRestClient {
     async fn send(
         &self,
         method: Method,
-        route: &'static str,
-        path: &RequestPath,
-        query: &str,
+        request: &PreparedRequest,
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, RestError> {
         let started = Instant::now();
-        let result = self.send_once(method.clone(), path, query, body).await;
-        self.observe(&method, route, started, result.as_ref().err());
+        let result = self.send_once(method.clone(), request, body).await;
+        self.observe(&method, request.route, started, result.as_ref().err());
         result
     }
 
@@ -610,17 +639,15 @@ impl FlinkRestClient {
     async fn send_once(
         &self,
         method: Method,
-        path: &RequestPath,
-        query: &str,
+        prepared: &PreparedRequest,
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, RestError> {
-        let endpoint = || endpoint(&method, path.relative());
-        let mut url = self.inner.request_base.clone();
-        url.set_path(&path.full);
-        if !query.is_empty() {
-            url.set_query(Some(query));
-        }
-        let mut request = self.inner.http.request(method.clone(), url).timeout(self.timeout);
+        let endpoint = || endpoint(&method, prepared.relative());
+        let mut request = self
+            .inner
+            .http
+            .request(method.clone(), prepared.url.clone())
+            .timeout(self.timeout);
         if let Some(body) = body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -674,8 +701,27 @@ struct RequestPath {
 
 impl RequestPath {
     /// The endpoint's part of the path (`jobs/<id>`), as errors name it.
+    #[cfg(test)]
     fn relative(&self) -> &str {
         self.full.get(self.relative_start..).unwrap_or_default()
+    }
+}
+
+/// A request's URL, built once ([`FlinkRestClient::prepare`]) and sent as often as needed.
+#[derive(Debug, Clone)]
+pub(crate) struct PreparedRequest {
+    /// The route template (`/jobs/:jobid`), the `endpoint` label of the request metrics.
+    route: &'static str,
+    /// The base URL with the path and query set.
+    url: Url,
+    /// Where the endpoint's part of the path (`jobs/<id>`) lies in `url`'s text.
+    relative: Range<usize>,
+}
+
+impl PreparedRequest {
+    /// The endpoint's part of the path (`jobs/<id>`), as errors name it.
+    fn relative(&self) -> &str {
+        self.url.as_str().get(self.relative.clone()).unwrap_or_default()
     }
 }
 
@@ -963,10 +1009,13 @@ mod tests {
                 ])
                 .expect("valid ids");
             assert_eq!(path.relative(), relative);
-            let mut url = client.inner.request_base.clone();
-            url.set_path(&path.full);
-            url.set_query(Some(&metrics_query(names, &[Aggregation::Min, Aggregation::Max])));
-            assert_eq!(url.as_str(), expected.as_str());
+            let query = metrics_query(names, &[Aggregation::Min, Aggregation::Max]);
+            let request = client.prepare(SUBTASK_METRICS_ROUTE, &path, &query);
+            assert_eq!(request.url.as_str(), expected.as_str());
+            assert_eq!(request.relative(), relative);
+            assert!(client.prepared_here(&request));
+            let other = FlinkRestClient::new("http://127.0.0.1:8081/other", RestClientConfig::default());
+            assert!(!other.expect("client").prepared_here(&request));
         }
         assert_eq!(metrics_query([], &[Aggregation::Min]), "");
         let mut form = String::new();
