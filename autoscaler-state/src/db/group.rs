@@ -2,8 +2,8 @@
 //!
 //! A flush that only adds to a known metric window and writes or deletes rows (what nearly every
 //! cycle does) is handed to the store's group writer, a task that takes whatever flushes are
-//! waiting (up to [`MAX_GROUP_JOBS`]; a group of fewer than half that waits [`GATHER_DELAY`] for
-//! more first) and writes them in one transaction: one statement checks
+//! waiting (up to [`MAX_GROUP_JOBS`]; while flushes come in company, a group of fewer than half
+//! that waits [`GATHER_DELAY`] for more first) and writes them in one transaction: one statement checks
 //! every fenced job's lease, one locks every window index, then the rows of all the jobs are
 //! upserted and deleted in batched statements. A commit, and each round trip to the database,
 //! is shared by the group instead of paid by each job; with SQLite that also means one write
@@ -147,10 +147,12 @@ async fn run(
     store: &'static str,
 ) {
     let mut group = Vec::with_capacity(MAX_GROUP_JOBS);
+    let mut previous = 0;
     while receiver.recv_many(&mut group, MAX_GROUP_JOBS).await > 0 {
-        if group.len() < MAX_GROUP_JOBS / 2 {
+        if previous > 1 && group.len() < MAX_GROUP_JOBS / 2 {
             // The cycles of a control loop flush within moments of each other: a short wait lets
             // them join this group rather than each start one (a commit delay, as databases have).
+            // Only while flushes come in company: a lone job's flush is written at once.
             tokio::time::sleep(GATHER_DELAY).await;
             while group.len() < MAX_GROUP_JOBS {
                 match receiver.try_recv() {
@@ -159,6 +161,7 @@ async fn run(
                 }
             }
         }
+        previous = group.len();
         metrics::histogram!(crate::STATE_FLUSH_GROUP_JOBS, "store" => store).record(group.len() as f64);
         let flushes: Vec<&GroupedFlush> = group.iter().map(|q| &q.flush).collect();
         let outcomes = write_with_retries(&database, &statements, &flushes).await;
