@@ -863,7 +863,7 @@ async fn concurrent_flushes_are_grouped_and_exact(db: &TestDb) {
                     window.insert(common::t(1_000 + i64::from(round)), newest);
                     window.remove_before(common::t(10 * i64::from(round) + 1));
                     store.store_collected_metrics(&c, &window).await.unwrap();
-                    if (i as u32 + round) % 3 == 0 {
+                    if (i as u32 + round).is_multiple_of(3) {
                         store
                             .store_parallelism_overrides(&c, &sample(version).overrides)
                             .await
@@ -890,7 +890,7 @@ async fn concurrent_flushes_are_grouped_and_exact(db: &TestDb) {
                 c.job_key
             );
             let overrides = check.get_parallelism_overrides(c).await.unwrap();
-            let last = (0..=round).rev().find(|r| (i as u32 + r) % 3 == 0);
+            let last = (0..=round).rev().find(|r| (i as u32 + r).is_multiple_of(3));
             let expected = last.map_or_else(ParallelismOverrides::new, |r| sample(r * 1000 + i as u32).overrides);
             assert_eq!(overrides, expected, "{} round {round}", c.job_key);
             let snapshot_rows = db
