@@ -321,6 +321,27 @@ fn retry_backoff(attempt: u32) -> Duration {
     Duration::from_millis(10 * u64::from(attempt) + jitter)
 }
 
+/// Runs the transaction `attempt` until it succeeds, fails for good, or the database has aborted
+/// it [`WRITE_ATTEMPTS`] times ([`is_transient`]), pausing [`retry_backoff`] between attempts.
+/// `writing` names what is written (a job key, a group), for the debug line of each retry.
+async fn with_retries<T, F, Fut>(writing: &str, mut attempt: F) -> Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempts = 1;
+    loop {
+        match attempt().await {
+            Err(e) if attempts < WRITE_ATTEMPTS && is_transient(&e) => {
+                tracing::debug!(writing, attempt = attempts, error = %e, "retrying an aborted state transaction");
+                tokio::time::sleep(retry_backoff(attempts)).await;
+                attempts += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
 impl Db {
     /// Connects to `url` (not `memory`) and runs the embedded migrations if asked.
     pub(crate) async fn connect(url: &StateUrl, options: &StoreOptions) -> Result<Db, StateError> {
@@ -596,18 +617,9 @@ impl Db {
         writes: &JobWrites<'_>,
         fence: Option<Fence<'_>>,
     ) -> Result<(), StateError> {
-        let mut attempt = 1;
-        loop {
-            match self.try_write_states(job_key, writes, fence).await {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(encoding)) => return Err(encoding),
-                Err(e) if attempt < WRITE_ATTEMPTS && is_transient(&e) => {
-                    tracing::debug!(job_key, attempt, error = %e, "retrying an aborted state transaction");
-                    tokio::time::sleep(retry_backoff(attempt)).await;
-                    attempt += 1;
-                }
-                Err(e) => return Err(backend_error("flush", e)),
-            }
+        match with_retries(job_key, || self.try_write_states(job_key, writes, fence)).await {
+            Ok(written) => written,
+            Err(e) => Err(backend_error("flush", e)),
         }
     }
 

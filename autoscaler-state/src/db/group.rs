@@ -15,7 +15,7 @@
 //! window again). When the group's transaction fails, every job of the group is handed back and
 //! written on its own, so one job's bad row (a MySQL key too long, say) fails that job only.
 
-use super::{Database, Statements, WRITE_ATTEMPTS, is_transient, retry_backoff, text_column};
+use super::{Database, Statements, text_column, with_retries};
 use crate::rows::WINDOW_INDEX;
 use chrono::Utc;
 use sqlx::Connection as _;
@@ -196,19 +196,13 @@ async fn write_with_retries(
     statements: &Statements,
     flushes: &[&GroupedFlush],
 ) -> Vec<Option<Verdict>> {
-    let mut attempt = 1;
-    loop {
-        match write_group(database, statements, flushes).await {
-            Ok(verdicts) => return verdicts.into_iter().map(Some).collect(),
-            Err(e) if attempt < WRITE_ATTEMPTS && is_transient(&e) => {
-                tracing::debug!(jobs = flushes.len(), attempt, error = %e, "retrying an aborted group of state flushes");
-                tokio::time::sleep(retry_backoff(attempt)).await;
-                attempt += 1;
-            }
-            Err(e) => {
-                tracing::debug!(jobs = flushes.len(), error = %e, "a group of state flushes failed; writing each job on its own");
-                return vec![None; flushes.len()];
-            }
+    let writing = format!("a group of {} flushes", flushes.len());
+    match with_retries(&writing, || write_group(database, statements, flushes)).await {
+        Ok(verdicts) => verdicts.into_iter().map(Some).collect(),
+        Err(e) => {
+            // Not only a log line: each job's own write then fails or succeeds in its flush.
+            tracing::debug!(jobs = flushes.len(), error = %e, "a group of state flushes failed; writing each job on its own");
+            vec![None; flushes.len()]
         }
     }
 }
