@@ -380,11 +380,15 @@ impl Db {
                 }
                 // An embedded database drops no connection: no ping on every acquire.
                 .test_before_acquire(false);
-                let pool = pool_options
-                    .acquire_timeout(options.acquire_timeout)
-                    .connect_with(connect)
-                    .await
-                    .map_err(open_error)?;
+                let pool_options = pool_options.acquire_timeout(options.acquire_timeout);
+                // Processes opening a fresh file at once race to switch it to WAL; SQLite answers
+                // the loser BUSY at once, without waiting out the busy timeout (its deadlock
+                // rule). Nothing was done then: open again.
+                let pool = with_retries("opening the database", || {
+                    pool_options.clone().connect_with(connect.clone())
+                })
+                .await
+                .map_err(open_error)?;
                 (Database::Sqlite(pool), Dialect::Sqlite)
             }
             #[cfg(feature = "postgres")]
