@@ -380,3 +380,62 @@ async fn job_status_and_job_metrics_parse() {
     let uptime = metrics.iter().find(|m| m.id == "uptime").and_then(|m| m.as_f64());
     assert_eq!(uptime, Some(65_514.0));
 }
+
+// Plain http goes to Flink directly; a redirect (a proxy in front of Flink, a standby YARN
+// ResourceManager) is followed as before: a GET to the new place, a PUT with its body (307). The
+// first redirected request is sent twice (directly, then through the client that follows
+// redirects, which sends every later request).
+#[tokio::test]
+async fn redirects_are_followed_with_the_method_body_and_auth_header() {
+    let server = MockServer::start().await;
+    let moved = |to: &str| ResponseTemplate::new(307).insert_header("location", format!("{}{to}", server.uri()));
+    Mock::given(method("GET"))
+        .and(path("/jobs/overview"))
+        .respond_with(moved("/active/jobs/overview"))
+        .expect(3)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/active/jobs/overview"))
+        .and(header("Authorization", "Bearer s3cret"))
+        .respond_with(recorded(200, "jobs-overview"))
+        .expect(2)
+        .mount(&server)
+        .await;
+    let put_path = format!("/jobs/{JOB}/resource-requirements");
+    Mock::given(method("PUT"))
+        .and(path(put_path.as_str()))
+        .respond_with(moved(&format!("/active{put_path}")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("PUT"))
+        .and(path(format!("/active{put_path}")))
+        .and(header("content-type", "application/json"))
+        .and(wiremock::matchers::body_json(serde_json::json!({
+            KEYED: {"parallelism": {"lowerBound": 1, "upperBound": 3}},
+        })))
+        .respond_with(recorded(200, "resource-requirements-put"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let client = client_with(
+        &server,
+        RestClientConfig {
+            auth_header: Some(AuthHeader::bearer("s3cret")),
+            ..RestClientConfig::default()
+        },
+    );
+    for _ in 0..2 {
+        let overview = client.jobs_overview().await.expect("the redirect is followed");
+        assert_eq!(overview.jobs[0].jid, JOB);
+    }
+    let requirements: autoscaler_realizer::rest::JobResourceRequirements = serde_json::from_value(serde_json::json!({
+        KEYED: {"parallelism": {"lowerBound": 1, "upperBound": 3}},
+    }))
+    .expect("requirements");
+    client
+        .put_resource_requirements(JOB, &requirements)
+        .await
+        .expect("the PUT follows the redirect with its body");
+}

@@ -12,6 +12,7 @@
 
 mod error;
 mod model;
+mod transport;
 
 pub use error::RestError;
 pub use model::{
@@ -207,7 +208,7 @@ pub struct FlinkRestClient {
 }
 
 struct Inner {
-    http: reqwest::Client,
+    transport: transport::Transport,
     base: Url,
     /// `base` without query and fragment: every request's URL is a clone of it with the path and
     /// query set, so the host is parsed once per client rather than once per request.
@@ -258,14 +259,14 @@ impl FlinkRestClient {
             let path = format!("{}/", base.path());
             base.set_path(&path);
         }
-        let http = build_http_client(&config)?;
+        let transport = transport::Transport::new(&config, &base)?;
         let mut request_base = base.clone();
         request_base.set_query(None);
         request_base.set_fragment(None);
         Ok(Self {
             timeout: config.timeout,
             inner: Arc::new(Inner {
-                http,
+                transport,
                 base,
                 request_base,
                 config,
@@ -553,6 +554,7 @@ impl FlinkRestClient {
         PreparedRequest {
             route,
             relative: (before_path + path.relative_start).min(after_path)..after_path,
+            uri: self.inner.transport.uri_for(&url),
             url,
         }
     }
@@ -643,38 +645,25 @@ impl FlinkRestClient {
         body: Option<Vec<u8>>,
     ) -> Result<Vec<u8>, RestError> {
         let endpoint = || endpoint(&method, prepared.relative());
-        let mut request = self
-            .inner
-            .http
-            .request(method.clone(), prepared.url.clone())
-            .timeout(self.timeout);
-        if let Some(body) = body {
-            request = request
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body);
-        }
-        let transport_error = |e: reqwest::Error| {
-            if e.is_timeout() {
-                RestError::Timeout {
-                    endpoint: endpoint(),
-                    timeout: self.timeout,
-                }
-            } else {
-                RestError::Transport {
-                    endpoint: endpoint(),
-                    message: error_chain(&e),
-                }
-            }
-        };
-        let response = request.send().await.map_err(transport_error)?;
-        let status = response.status();
         let limit = self.inner.config.max_response_bytes;
-        let bytes = read_bounded(response, limit).await.map_err(|e| match e {
-            BodyError::TooLarge => RestError::BodyTooLarge {
+        let exchanged = self
+            .inner
+            .transport
+            .exchange(&method, &prepared.url, prepared.uri.as_ref(), body, self.timeout, limit)
+            .await;
+        let (status, bytes) = exchanged.map_err(|failure| match failure {
+            transport::Failure::Timeout => RestError::Timeout {
+                endpoint: endpoint(),
+                timeout: self.timeout,
+            },
+            transport::Failure::Transport(message) => RestError::Transport {
+                endpoint: endpoint(),
+                message,
+            },
+            transport::Failure::TooLarge => RestError::BodyTooLarge {
                 endpoint: endpoint(),
                 limit,
             },
-            BodyError::Transport(e) => transport_error(e),
         })?;
         if status.is_success() {
             return Ok(bytes);
@@ -714,6 +703,8 @@ pub(crate) struct PreparedRequest {
     route: &'static str,
     /// The base URL with the path and query set.
     url: Url,
+    /// `url` as the direct client sends it ([`transport::Transport::uri_for`]).
+    uri: Option<http::Uri>,
     /// Where the endpoint's part of the path (`jobs/<id>`) lies in `url`'s text.
     relative: Range<usize>,
 }
@@ -723,65 +714,6 @@ impl PreparedRequest {
     fn relative(&self) -> &str {
         self.url.as_str().get(self.relative.clone()).unwrap_or_default()
     }
-}
-
-/// Why a body could not be read.
-enum BodyError {
-    /// Longer than the limit (or announced so by `Content-Length`).
-    TooLarge,
-    /// The connection failed while reading.
-    Transport(reqwest::Error),
-}
-
-/// The body of `response`, read chunk by chunk and never more than `limit` bytes.
-async fn read_bounded(mut response: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
-    let announced = response.content_length().and_then(|n| usize::try_from(n).ok());
-    if announced.is_some_and(|n| n > limit) {
-        return Err(BodyError::TooLarge);
-    }
-    // Preallocate what is announced, but never more than 1 MiB on the server's word.
-    let mut body = Vec::with_capacity(announced.unwrap_or(0).min(1 << 20));
-    while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
-        if chunk.len() > limit.saturating_sub(body.len()) {
-            return Err(BodyError::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-fn build_http_client(config: &RestClientConfig) -> Result<reqwest::Client, RestError> {
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(config.connect_timeout)
-        .use_rustls_tls();
-    if let Some(auth) = &config.auth_header {
-        let name = reqwest::header::HeaderName::from_bytes(auth.name.as_bytes())
-            .map_err(|e| RestError::Config(format!("auth header name {:?} is invalid: {e}", auth.name)))?;
-        let mut value = reqwest::header::HeaderValue::from_str(&auth.value)
-            .map_err(|_| RestError::Config(format!("auth header {:?} has an invalid value", auth.name)))?;
-        value.set_sensitive(true);
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(name, value);
-        builder = builder.default_headers(headers);
-    }
-    if let Some(pem) = &config.tls.ca_certificate_pem {
-        for cert in reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|e| RestError::Config(format!("CA certificate does not parse as PEM: {e}")))?
-        {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
-    if let Some(pem) = &config.tls.client_identity_pem {
-        let identity = reqwest::Identity::from_pem(pem)
-            .map_err(|e| RestError::Config(format!("client certificate/key does not parse as PEM: {e}")))?;
-        builder = builder.identity(identity);
-    }
-    if config.tls.accept_invalid_certificates {
-        builder = builder.danger_accept_invalid_certs(true);
-    }
-    builder
-        .build()
-        .map_err(|e| RestError::Config(format!("HTTP client: {}", error_chain(&e))))
 }
 
 /// Appends `id` to `out` as one URL path segment: every byte outside the unreserved set
