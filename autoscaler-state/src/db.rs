@@ -869,6 +869,14 @@ impl LeaseStatements {
             Dialect::MySql => "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)",
         };
         let p = |sql: &str| placeholders(dialect, &sql.replace("NOW", now));
+        // `OWNER` in a statement that names its rows by key: SQLite's planner (which has no
+        // statistics) prefers the owner index to the key lookups and would read every lease of the
+        // owner, thousands, per statement; a unary `+` keeps that term from choosing the index.
+        // PostgreSQL and MySQL pick the key with their statistics.
+        let by_key = |sql: &str| match dialect {
+            Dialect::Sqlite => sql.replace("OWNER", "+owner"),
+            Dialect::Postgres | Dialect::MySql => sql.replace("OWNER", "owner"),
+        };
         let heartbeat = match dialect {
             Dialect::Sqlite | Dialect::Postgres => {
                 "INSERT INTO t_flink_autoscaler_replica (replica_id, heartbeat_at) VALUES (?, NOW) \
@@ -909,9 +917,10 @@ impl LeaseStatements {
                 now,
             ),
             insert_missing_template: insert_missing.to_owned(),
-            release_template: "UPDATE t_flink_autoscaler_job_lease SET owner = NULL, expires_at = 0 \
-                 WHERE owner = ? AND job_key IN (KEYS)"
-                .to_owned(),
+            release_template: by_key(
+                "UPDATE t_flink_autoscaler_job_lease SET owner = NULL, expires_at = 0 \
+                 WHERE OWNER = ? AND job_key IN (KEYS)",
+            ),
             renew_one: p("UPDATE t_flink_autoscaler_job_lease SET expires_at = NOW + ? \
                  WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > NOW"),
             release_one: p("UPDATE t_flink_autoscaler_job_lease SET owner = NULL, expires_at = 0 \
@@ -921,17 +930,17 @@ impl LeaseStatements {
             fence: p("UPDATE t_flink_autoscaler_job_lease SET epoch = epoch \
                  WHERE job_key = ? AND owner = ? AND epoch = ? AND expires_at > NOW"),
             fence_many_template: now_replaced(
-                match dialect {
+                &by_key(match dialect {
                     Dialect::Sqlite | Dialect::Postgres => {
                         "UPDATE t_flink_autoscaler_job_lease SET epoch = epoch \
-                         WHERE owner = ? AND expires_at > NOW AND (PAIRS) RETURNING job_key"
+                         WHERE OWNER = ? AND expires_at > NOW AND (PAIRS) RETURNING job_key"
                     }
                     // No RETURNING on an UPDATE: the rows are locked by reading them for update.
                     Dialect::MySql => {
                         "SELECT job_key FROM t_flink_autoscaler_job_lease \
-                         WHERE owner = ? AND expires_at > NOW AND (PAIRS) FOR UPDATE"
+                         WHERE OWNER = ? AND expires_at > NOW AND (PAIRS) FOR UPDATE"
                     }
-                },
+                }),
                 now,
             ),
         }
@@ -1233,5 +1242,52 @@ mod tests {
         let sqlite = Statements::new(Dialect::Sqlite);
         assert_eq!(sqlite.upsert_rows(1).matches('?').count(), 5);
         assert_eq!(sqlite.delete_rows(1).matches('?').count(), 2);
+    }
+
+    // The grouped fence and the release name their leases by key: SQLite must look each one up
+    // rather than read every lease of the owner (it did, through the owner index, for each group).
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn sqlite_finds_fenced_and_released_leases_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let url: StateUrl = format!("sqlite:{}", dir.path().join("plan.db").display())
+            .parse()
+            .unwrap();
+        let db = Db::connect(&url, &StoreOptions::default()).await.unwrap();
+        let Database::Sqlite(pool) = &db.database else {
+            panic!("a SQLite database");
+        };
+        // As many leases of one owner as a fleet has, so that a scan would be the costly plan.
+        for i in 0..500 {
+            sqlx::query("INSERT INTO t_flink_autoscaler_job_lease VALUES (?, 'me', 1, 9999999999999)")
+                .bind(format!("fake/{i:032x}"))
+                .execute(pool)
+                .await
+                .unwrap();
+        }
+        let leases = &db.statements.leases;
+        for (name, sql, keys) in [
+            ("fence_many", leases.fence_many(40), 40),
+            ("release", leases.with_keys(&leases.release_template, 40), 40),
+        ] {
+            let binds = sql.matches('?').count();
+            let explain = format!("EXPLAIN QUERY PLAN {sql}");
+            let mut query = sqlx::query(&explain);
+            for i in 0..binds {
+                query = query.bind(format!("fake/{i:032x}"));
+            }
+            let plan: Vec<String> = query
+                .fetch_all(pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get::<String, _>(3))
+                .collect();
+            assert!(binds > keys, "{name}: {sql}");
+            assert!(
+                plan.iter().all(|step| !step.contains("owner")) && plan.iter().any(|step| step.contains("job_key=?")),
+                "{name} reads leases by owner: {plan:?}"
+            );
+        }
     }
 }
