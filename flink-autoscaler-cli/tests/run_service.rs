@@ -239,6 +239,13 @@ fn the_metrics_address_serves_the_job_status_and_the_rest_request_series() {
 }
 
 #[test]
+fn worker_threads_are_counted_from_one() {
+    let (code, _, stderr) = finish(spawn(&["run".into(), "--worker-threads".into(), "0".into()], &[]));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--worker-threads"), "{stderr}");
+}
+
+#[test]
 fn json_logs_are_one_object_per_line_without_passwords() {
     let flink = FakeFlink::start(INVALID_JOB_CONFIG);
     let url = flink.url().replace("http://", &format!("http://admin:{SECRET}@"));
@@ -250,6 +257,8 @@ fn json_logs_are_one_object_per_line_without_passwords() {
             format!("prod={url}"),
             "--yarn-rm-url".into(),
             format!("rm=http://admin:{SECRET}@127.0.0.1:{closed}/"),
+            "--worker-threads".into(),
+            "2".into(),
             "--state".into(),
             "memory".into(),
             "--interval".into(),
