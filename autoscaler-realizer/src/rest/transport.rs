@@ -70,12 +70,23 @@ impl Transport {
             }
         };
         let plain = direct_allowed(base.scheme(), |name| std::env::var_os(name)).then(|| {
+            // The socket and pool settings of reqwest's defaults: no Nagle delay, TCP keepalive
+            // probes after 15 s idle (every 15 s, 3 of them), unacknowledged data given up after
+            // 30 s, idle connections closed after 90 s.
             let mut connector = HttpConnector::new();
             connector.set_connect_timeout(Some(config.connect_timeout));
             connector.set_nodelay(true);
-            Plain {
-                client: Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector),
-            }
+            connector.set_keepalive(Some(Duration::from_secs(15)));
+            connector.set_keepalive_interval(Some(Duration::from_secs(15)));
+            connector.set_keepalive_retries(Some(3));
+            #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+            connector.set_tcp_user_timeout(Some(Duration::from_secs(30)));
+            let client = Client::builder(hyper_util::rt::TokioExecutor::new())
+                .timer(hyper_util::rt::TokioTimer::new())
+                .pool_timer(hyper_util::rt::TokioTimer::new())
+                .pool_idle_timeout(Duration::from_secs(90))
+                .build(connector);
+            Plain { client }
         });
         Ok(Self {
             reqwest: build_reqwest(config, auth.clone())?,
