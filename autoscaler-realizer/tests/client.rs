@@ -265,6 +265,17 @@ async fn malformed_json_is_a_decode_error_and_not_retried() {
     assert!(error.to_string().contains(&format!("GET /jobs/{JOB}")));
 }
 
+/// A client of `server` sending `Authorization: Bearer s3cret`.
+fn bearer_client(server: &MockServer) -> FlinkRestClient {
+    client_with(
+        server,
+        RestClientConfig {
+            auth_header: Some(AuthHeader::bearer("s3cret")),
+            ..RestClientConfig::default()
+        },
+    )
+}
+
 #[tokio::test]
 async fn the_auth_header_is_sent_with_every_request() {
     let server = MockServer::start().await;
@@ -275,13 +286,7 @@ async fn the_auth_header_is_sent_with_every_request() {
         .expect(1)
         .mount(&server)
         .await;
-    let client = client_with(
-        &server,
-        RestClientConfig {
-            auth_header: Some(AuthHeader::bearer("s3cret")),
-            ..RestClientConfig::default()
-        },
-    );
+    let client = bearer_client(&server);
     assert!(client.jobs_overview().await.is_ok());
 }
 
@@ -403,6 +408,7 @@ async fn redirects_are_followed_with_the_method_body_and_auth_header() {
         .mount(&server)
         .await;
     let put_path = format!("/jobs/{JOB}/resource-requirements");
+    let put_body = serde_json::json!({KEYED: {"parallelism": {"lowerBound": 1, "upperBound": 3}}});
     Mock::given(method("PUT"))
         .and(path(put_path.as_str()))
         .respond_with(moved(&format!("/active{put_path}")))
@@ -412,28 +418,18 @@ async fn redirects_are_followed_with_the_method_body_and_auth_header() {
     Mock::given(method("PUT"))
         .and(path(format!("/active{put_path}")))
         .and(header("content-type", "application/json"))
-        .and(wiremock::matchers::body_json(serde_json::json!({
-            KEYED: {"parallelism": {"lowerBound": 1, "upperBound": 3}},
-        })))
+        .and(wiremock::matchers::body_json(&put_body))
         .respond_with(recorded(200, "resource-requirements-put"))
         .expect(1)
         .mount(&server)
         .await;
-    let client = client_with(
-        &server,
-        RestClientConfig {
-            auth_header: Some(AuthHeader::bearer("s3cret")),
-            ..RestClientConfig::default()
-        },
-    );
+    let client = bearer_client(&server);
     for _ in 0..2 {
         let overview = client.jobs_overview().await.expect("the redirect is followed");
         assert_eq!(overview.jobs[0].jid, JOB);
     }
-    let requirements: autoscaler_realizer::rest::JobResourceRequirements = serde_json::from_value(serde_json::json!({
-        KEYED: {"parallelism": {"lowerBound": 1, "upperBound": 3}},
-    }))
-    .expect("requirements");
+    let requirements: autoscaler_realizer::rest::JobResourceRequirements =
+        serde_json::from_value(put_body).expect("requirements");
     client
         .put_resource_requirements(JOB, &requirements)
         .await

@@ -53,17 +53,6 @@ pub(crate) enum Dialect {
     MySql,
 }
 
-impl Dialect {
-    /// The `store` label of the flush series.
-    fn label(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "sqlite",
-            Dialect::Postgres => "postgres",
-            Dialect::MySql => "mysql",
-        }
-    }
-}
-
 /// A connected database.
 #[derive(Debug, Clone)]
 pub(crate) enum Database {
@@ -174,14 +163,14 @@ impl Statements {
     /// key, state type and value, in that order).
     fn upsert_rows(&self, rows: usize) -> String {
         const ROW: &str = "(?, ?, ?, ?, ?)";
-        let tuples = vec![ROW; rows.max(1)].join(", ");
+        let tuples = repeated(ROW, rows, ", ");
         placeholders(self.dialect, &self.upsert_state_template.replacen(ROW, &tuples, 1))
     }
 
     /// The deletion of `rows` rows of any jobs in one statement (each row binds its job key and
     /// its state type).
     fn delete_keyed_rows(&self, rows: usize) -> String {
-        let list = vec!["(job_key = ? AND state_type = ?)"; rows.max(1)].join(" OR ");
+        let list = repeated("(job_key = ? AND state_type = ?)", rows, " OR ");
         placeholders(
             self.dialect,
             &format!("DELETE FROM t_flink_autoscaler_state_store WHERE {list}"),
@@ -193,7 +182,7 @@ impl Statements {
     /// with its index when [`Statements::lock_returns_index`].
     fn lock_window_indexes(&self, jobs: usize) -> String {
         const ROW: &str = "(?, ?, ?, ?, '')";
-        let tuples = vec![ROW; jobs.max(1)].join(", ");
+        let tuples = repeated(ROW, jobs, ", ");
         let sql = self.lock_window_index_template.replacen(ROW, &tuples, 1);
         let sql = if self.lock_returns_index {
             sql.replacen("RETURNING state_value", "RETURNING job_key, state_value", 1)
@@ -206,7 +195,7 @@ impl Statements {
     /// The read of `jobs` window index rows (binding the index's state type, then the job keys):
     /// job key and index.
     fn read_window_indexes(&self, jobs: usize) -> String {
-        let list = vec!["?"; jobs.max(1)].join(", ");
+        let list = repeated("?", jobs, ", ");
         placeholders(
             self.dialect,
             &format!(
@@ -219,12 +208,18 @@ impl Statements {
     /// The deletion of the job's rows of `rows` state types in one statement (binding the job key,
     /// then the state types).
     fn delete_rows(&self, rows: usize) -> String {
-        let list = vec!["?"; rows.max(1)].join(", ");
+        let list = repeated("?", rows, ", ");
         placeholders(
             self.dialect,
             &format!("DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type IN ({list})"),
         )
     }
+}
+
+/// `item` written `n` times (at least once: a statement for no row is never sent, but must parse),
+/// separated by `separator`: the rows, keys or pairs of a batched statement.
+fn repeated(item: &str, n: usize, separator: &str) -> String {
+    vec![item; n.max(1)].join(separator)
 }
 
 /// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL (our statements hold no `?` literal).
@@ -289,6 +284,8 @@ mod group;
 pub(crate) struct Db {
     pub(crate) database: Database,
     pub(crate) dialect: Dialect,
+    /// [`StateUrl::backend`]: the `store` label of the flush series.
+    backend: &'static str,
     statements: Arc<Statements>,
     /// Writes the flushes of many jobs together ([`group`]).
     group: group::GroupWriter,
@@ -421,6 +418,7 @@ impl Db {
         let db = Db {
             database,
             dialect,
+            backend: url.backend(),
             statements: Arc::new(Statements::new(dialect)),
             group: group::GroupWriter::default(),
         };
@@ -582,7 +580,7 @@ impl Db {
         };
         match self
             .group
-            .write(&self.database, &self.statements, self.dialect.label(), flush)
+            .write(&self.database, &self.statements, self.backend, flush)
             .await
         {
             group::GroupOutcome::Written => Ok(()),
@@ -948,24 +946,21 @@ impl LeaseStatements {
 
     /// `template` with `KEYS` replaced by `keys` placeholders.
     fn with_keys(&self, template: &str, keys: usize) -> String {
-        placeholders(
-            self.dialect,
-            &template.replace("KEYS", &vec!["?"; keys.max(1)].join(", ")),
-        )
+        placeholders(self.dialect, &template.replace("KEYS", &repeated("?", keys, ", ")))
     }
 
     /// [`LeaseStatements::fence`] of `jobs` jobs of one owner in one statement (binding the owner,
     /// then each job's key and epoch); returns the job keys whose lease the owner still holds,
     /// locked until the transaction ends.
     pub(crate) fn fence_many(&self, jobs: usize) -> String {
-        let pairs = vec!["(job_key = ? AND epoch = ?)"; jobs.max(1)].join(" OR ");
+        let pairs = repeated("(job_key = ? AND epoch = ?)", jobs, " OR ");
         placeholders(self.dialect, &self.fence_many_template.replace("PAIRS", &pairs))
     }
 
     /// The insert of `rows` free lease rows (one job key each) in one statement.
     fn insert_missing(&self, rows: usize) -> String {
         const ROW: &str = "(?, NULL, 0, 0)";
-        let tuples = vec![ROW; rows.max(1)].join(", ");
+        let tuples = repeated(ROW, rows, ", ");
         placeholders(self.dialect, &self.insert_missing_template.replacen(ROW, &tuples, 1))
     }
 }

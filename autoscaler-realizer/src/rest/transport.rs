@@ -43,7 +43,7 @@ struct Plain {
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
-/// Why an exchange failed, before the endpoint is named ([`Failure::into_rest_error`]).
+/// Why an exchange failed; `FlinkRestClient::send_once` names the endpoint in the [`RestError`].
 #[derive(Debug)]
 pub(super) enum Failure {
     /// The timeout passed (connecting, waiting for or reading the answer).

@@ -464,24 +464,28 @@ pub fn job_validator(
     let verdicts = Mutex::new(HashMap::<String, JobVerdict>::new());
     move |ctx: &SourceJobContext| {
         let key = &ctx.labels.job_key;
-        // The same shared configuration as last cycle needs no hash either.
-        let same = lock(&verdicts)
-            .get(key)
-            .filter(|v| v.checked.shares_entries_with(&ctx.configuration))
-            .cloned();
-        let fingerprint = match &same {
-            Some(verdict) => verdict.fingerprint,
-            None => fingerprint(&ctx.configuration),
-        };
-        let known = same.or_else(|| {
+        // The last verdict when the configuration is the one it was reached on: the same shared
+        // entries (no hash needed), else an equal hash (kept shared for the next cycle); else the
+        // hash of the new configuration.
+        let known = {
             let mut verdicts = lock(&verdicts);
-            let verdict = verdicts.get_mut(key).filter(|v| v.fingerprint == fingerprint)?;
-            verdict.checked = ctx.configuration.clone();
-            Some(verdict.clone())
-        });
+            match verdicts.get_mut(key) {
+                Some(verdict) if verdict.checked.shares_entries_with(&ctx.configuration) => Ok(verdict.clone()),
+                found => {
+                    let fingerprint = fingerprint(&ctx.configuration);
+                    match found.filter(|v| v.fingerprint == fingerprint) {
+                        Some(verdict) => {
+                            verdict.checked = ctx.configuration.clone();
+                            Ok(verdict.clone())
+                        }
+                        None => Err(fingerprint),
+                    }
+                }
+            }
+        };
         let verdict = match known {
-            Some(verdict) => verdict,
-            None => {
+            Ok(verdict) => verdict,
+            Err(fingerprint) => {
                 warn_unknown_job_keys(ctx, &base, &warned);
                 let verdict = JobVerdict::of(&ctx.configuration, fingerprint);
                 let mut verdicts = lock(&verdicts);
