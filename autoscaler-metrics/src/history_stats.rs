@@ -4,6 +4,7 @@
 //! infinite samples are skipped by averages but remembered, and the rate of an accumulated counter
 //! is taken between its first and last non-NaN samples.
 
+use crate::columns::WINDOW_COLUMNS;
 use crate::{MetricHistory, MetricValues, ScalingMetric};
 use chrono::{DateTime, Utc};
 
@@ -244,9 +245,7 @@ const BLOCK: usize = 8;
 /// ```
 pub fn metric_rate(history: &MetricHistory, vertex: &str, metric: ScalingMetric) -> f64 {
     let mut acc = RateAccumulator::default();
-    for (at, snapshot) in history.iter() {
-        acc.push(*at, sample(snapshot.vertex(vertex), metric));
-    }
+    for_each_sample(history, Some(vertex), metric, |at, value| acc.push(at, value));
     acc.rate()
 }
 
@@ -261,14 +260,51 @@ pub fn metric_average(
     min_observations: usize,
 ) -> f64 {
     let mut acc = AverageAccumulator::default();
-    for (_, snapshot) in history.iter() {
-        let values = match vertex {
-            Some(id) => snapshot.vertex(id),
-            None => Some(&snapshot.global_metrics),
-        };
-        acc.push(sample(values, metric));
-    }
+    for_each_sample(history, vertex, metric, |_, value| acc.push(value));
     acc.average(min_observations)
+}
+
+/// Feeds `f` the samples of `metric` in time order: vertex `vertex`'s, or the job-wide one's when
+/// `vertex` is `None`, NaN where the vertex or the metric is absent.
+///
+/// A vertex metric the snapshots' column digests hold is read from them: the vertex's position is
+/// looked up once per run of snapshots listing the same vertices, and its values are the very
+/// values of the maps. So a full window costs a few contiguous reads per snapshot rather than a
+/// search of each snapshot's vertex map (scattered over memory, one cache miss after another).
+fn for_each_sample(
+    history: &MetricHistory,
+    vertex: Option<&str>,
+    metric: ScalingMetric,
+    mut f: impl FnMut(DateTime<Utc>, f64),
+) {
+    let column = WINDOW_COLUMNS.iter().position(|m| *m == metric);
+    match (vertex, column) {
+        (Some(id), Some(c)) => {
+            // The last id list seen and the vertex's position in it.
+            let mut at_position: Option<(&std::sync::Arc<[crate::VertexId]>, Option<usize>)> = None;
+            for (at, _, columns) in history.with_columns() {
+                let k = match at_position {
+                    Some((ids, k)) if std::sync::Arc::ptr_eq(ids, &columns.ids) => k,
+                    _ => {
+                        // The ids are in the snapshot map's (sorted) order.
+                        let k = columns.ids.binary_search_by(|v| v.as_str().cmp(id)).ok();
+                        at_position = Some((&columns.ids, k));
+                        k
+                    }
+                };
+                f(at, k.map_or(f64::NAN, |k| columns.value(c, k)));
+            }
+        }
+        _ => {
+            for (at, snapshot) in history.iter() {
+                let values = match vertex {
+                    Some(id) => snapshot.vertex(id),
+                    None => Some(&snapshot.global_metrics),
+                };
+                f(*at, sample(values, metric));
+            }
+        }
+    }
 }
 
 /// The value of `metric` in `values`, NaN when the vertex or the metric is absent
@@ -367,6 +403,96 @@ mod tests {
         assert_eq!(acc.average(1), 3.0);
         assert_eq!(acc.average(3), 3.0);
         assert!(acc.average(4).is_nan(), "only 3 finite observations");
+    }
+
+    /// The reference's loops, sample by sample through each snapshot's vertex map: the oracle of
+    /// the column reads.
+    fn scanned(history: &MetricHistory, vertex: &str, metric: ScalingMetric, min_observations: usize) -> (f64, f64) {
+        let mut rate = RateAccumulator::default();
+        let mut average = AverageAccumulator::default();
+        for (at, snapshot) in history.iter() {
+            let value = sample(snapshot.vertex(vertex), metric);
+            rate.push(*at, value);
+            average.push(value);
+        }
+        (rate.rate(), average.average(min_observations))
+    }
+
+    /// A generated window: each snapshot lists some of four vertices (two sharing their first 16
+    /// bytes), each with some metrics (window columns and others), finite, NaN or infinite.
+    fn window_strategy() -> impl proptest::strategy::Strategy<Value = Vec<(i64, Vec<(usize, Vec<(usize, f64)>)>)>> {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            6 => -1e6..1e6f64,
+            1 => Just(f64::NAN),
+            1 => Just(f64::INFINITY),
+            1 => Just(f64::NEG_INFINITY),
+        ];
+        let metrics = proptest::collection::vec((0..METRICS.len(), value), 0..5);
+        let vertices = proptest::collection::vec((0..IDS.len(), metrics), 0..5);
+        // Runs of snapshots listing the same vertices are what the digests share ids over.
+        proptest::collection::vec((1i64..5000, vertices, any::<bool>()), 0..12).prop_map(|steps| {
+            let mut previous: Vec<(usize, Vec<(usize, f64)>)> = Vec::new();
+            steps
+                .into_iter()
+                .map(|(step, vertices, same_vertices)| {
+                    let vertices = if same_vertices && !previous.is_empty() {
+                        previous
+                            .iter()
+                            .zip(vertices.iter().cycle())
+                            .map(|((id, _), (_, m))| (*id, m.clone()))
+                            .collect()
+                    } else {
+                        vertices
+                    };
+                    previous = vertices.clone();
+                    (step, vertices)
+                })
+                .collect()
+        })
+    }
+
+    const IDS: [&str; 4] = ["a", "0123456789abcdef-1", "0123456789abcdef-2", "z"];
+    const METRICS: [ScalingMetric; 5] = [
+        ScalingMetric::ObservedTpr,
+        ScalingMetric::NumRecordsIn,
+        ScalingMetric::Lag,
+        ScalingMetric::Load,
+        ScalingMetric::TrueProcessingRate,
+    ];
+
+    proptest::proptest! {
+        /// Averages and rates read from the snapshots' column digests are, bit for bit, the
+        /// reference's loops over every snapshot's map, whatever vertices and metrics each
+        /// snapshot lists; the same for a vertex no snapshot lists and a metric no column holds.
+        #[test]
+        fn column_reads_are_the_reference_loops(window in window_strategy(), min_observations in 0usize..4) {
+            let mut at = 0;
+            let history: MetricHistory = window
+                .into_iter()
+                .map(|(step, vertices)| {
+                    at += step;
+                    let snapshot = CollectedMetrics {
+                        vertex_metrics: vertices
+                            .into_iter()
+                            .map(|(id, metrics)| (IDS[id].into(), metrics.into_iter().map(|(m, v)| (METRICS[m], v)).collect()))
+                            .collect(),
+                        ..Default::default()
+                    };
+                    (ms(at), snapshot)
+                })
+                .collect();
+            for id in IDS.iter().chain(&["0123456789abcdef", "missing"]) {
+                for metric in METRICS {
+                    let (rate, average) = scanned(&history, id, metric, min_observations);
+                    let read = (metric_rate(&history, id, metric), metric_average(&history, Some(id), metric, min_observations));
+                    proptest::prop_assert!(
+                        read.0.to_bits() == rate.to_bits() && read.1.to_bits() == average.to_bits(),
+                        "{id} {metric:?}: read {read:?}, scanned ({rate}, {average})"
+                    );
+                }
+            }
+        }
     }
 
     proptest::proptest! {
