@@ -418,9 +418,12 @@ mod tests {
         (rate.rate(), average.average(min_observations))
     }
 
+    /// The vertices of a generated snapshot: (index in [`IDS`], [(index in [`METRICS`], value)]).
+    type Vertices = Vec<(usize, Vec<(usize, f64)>)>;
+
     /// A generated window: each snapshot lists some of four vertices (two sharing their first 16
     /// bytes), each with some metrics (window columns and others), finite, NaN or infinite.
-    fn window_strategy() -> impl proptest::strategy::Strategy<Value = Vec<(i64, Vec<(usize, Vec<(usize, f64)>)>)>> {
+    fn window_strategy() -> impl proptest::strategy::Strategy<Value = Vec<(i64, Vertices)>> {
         use proptest::prelude::*;
         let value = prop_oneof![
             6 => -1e6..1e6f64,
@@ -432,7 +435,7 @@ mod tests {
         let vertices = proptest::collection::vec((0..IDS.len(), metrics), 0..5);
         // Runs of snapshots listing the same vertices are what the digests share ids over.
         proptest::collection::vec((1i64..5000, vertices, any::<bool>()), 0..12).prop_map(|steps| {
-            let mut previous: Vec<(usize, Vec<(usize, f64)>)> = Vec::new();
+            let mut previous: Vertices = Vec::new();
             steps
                 .into_iter()
                 .map(|(step, vertices, same_vertices)| {
