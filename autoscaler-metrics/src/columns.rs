@@ -129,6 +129,12 @@ impl Columns {
         self.nan_positions.get(c)
     }
 
+    /// Every metric present in the map of the id at position `k` (bit `metric.index()`).
+    #[inline]
+    pub(crate) fn present(&self, k: usize) -> u32 {
+        self.present[k]
+    }
+
     /// The value of column `c` for the id at position `k`.
     #[inline]
     pub(crate) fn value(&self, c: usize, k: usize) -> f64 {
@@ -170,7 +176,7 @@ pub(crate) fn scan<const N: usize>(
         ends: vec![None; topology.len()],
         latest: Vec::new(),
     };
-    let samples: Vec<&Columns> = history.with_columns().map(|(_, _, columns)| columns).collect();
+    let samples: Vec<&Columns> = history.with_columns().map(|(_, columns)| columns).collect();
     let mut slot = AverageColumn::default();
     let mut run_columns: Vec<&[f64]> = Vec::with_capacity(samples.len());
     let mut seen: Vec<u32> = Vec::new();

@@ -214,12 +214,12 @@ pub fn target_processing_capacity(
 
 /// Everything the evaluation reads from the history, gathered in one pass.
 struct Window<'h> {
-    vertices: Vec<VertexSeries<'h>>,
+    vertices: Vec<VertexSeries>,
     global: GlobalSeries<'h>,
 }
 
 /// Window statistics of one vertex's collected metrics.
-struct VertexSeries<'h> {
+struct VertexSeries {
     /// The window rates of [`RATE_METRICS`] (NaN when not measurable), computed once.
     records_in: f64,
     records_out: f64,
@@ -229,12 +229,12 @@ struct VertexSeries<'h> {
     records_in_per_second: AverageAccumulator,
     observed_tpr: AverageAccumulator,
     /// The vertex's metrics in the latest snapshot, if it has any there.
-    latest: Option<&'h MetricValues>,
+    latest: Option<MetricValues>,
     /// The metrics present in some snapshot of the vertex (bit `metric.index()`).
     seen: u32,
 }
 
-impl Default for VertexSeries<'_> {
+impl Default for VertexSeries {
     fn default() -> Self {
         Self {
             records_in: f64::NAN,
@@ -289,7 +289,7 @@ impl<'h> Window<'h> {
             column(ScalingMetric::ObservedTpr),
         ];
         let scan = columns::scan(topology, history, AVERAGED);
-        let mut series: Vec<VertexSeries<'h>> = scan
+        let mut series: Vec<VertexSeries> = scan
             .averages
             .iter()
             .zip(&scan.seen)
@@ -302,23 +302,24 @@ impl<'h> Window<'h> {
             })
             .collect();
         let mut global = GlobalSeries::default();
-        for (_, snapshot) in history.iter() {
+        for (_, entry) in history.entries() {
             for (acc, metric) in global.averages.iter_mut().zip(GLOBAL_AVERAGED) {
-                acc.push(snapshot.global_metrics.get_or_absent(metric));
+                acc.push(entry.global().get_or_absent(metric));
             }
         }
-        if let Some(latest) = history.latest() {
-            for (values, vertex) in latest.vertex_metrics.values().zip(&scan.latest) {
+        if let Some((_, latest)) = history.entries().next_back() {
+            // The latest snapshot's ids are the ones `scan.latest` maps, in the same order.
+            for (k, vertex) in scan.latest.iter().enumerate() {
                 if let Some(v) = *vertex {
-                    series[v].latest = Some(values);
+                    series[v].latest = Some(latest.vertex_values(k));
                 }
             }
-            global.latest = Some(&latest.global_metrics);
+            global.latest = Some(latest.global());
         }
         // A rate is taken between the first and the last non-NaN sample. Those are almost always
         // the vertex's earliest and latest snapshot; only when one of them lacks the counter is
         // the vertex's whole series read.
-        let samples: Vec<_> = history.with_columns().map(|(at, _, c)| (at, c)).collect();
+        let samples: Vec<_> = history.with_columns().collect();
         let value = |(i, k): RowAt, c: usize| samples[i].1.value(c, k);
         for (v, (s, ends)) in series.iter_mut().zip(&scan.ends).enumerate() {
             let Some((first_at, last_at)) = *ends else {
@@ -542,7 +543,7 @@ fn edge_data_rate(topology: &JobTopology, window: &Window<'_>, from: usize, to: 
 /// Average busy milliseconds per second of one subtask over the window (reference
 /// `computeBusyTimeAvg`): from the accumulated busy-time counter for AVG, else the mean of the
 /// collected max/min `LOAD` gauge.
-fn busy_time_ms_per_second(series: &VertexSeries<'_>, parallelism: f64, aggregator: BusyTimeAggregator) -> f64 {
+fn busy_time_ms_per_second(series: &VertexSeries, parallelism: f64, aggregator: BusyTimeAggregator) -> f64 {
     match aggregator {
         BusyTimeAggregator::Avg => series.busy_time / parallelism,
         BusyTimeAggregator::Max | BusyTimeAggregator::Min => series.load.average(1) * 1000.0,
@@ -552,7 +553,7 @@ fn busy_time_ms_per_second(series: &VertexSeries<'_>, parallelism: f64, aggregat
 /// The input rate the busy-time TPR divides (reference `computeTprInputRate`): estimated the same
 /// way as the busy time, so the counter rate for AVG and the per-second gauge mean (falling back to
 /// the counter rate when the gauge mean is NaN or infinite) for MAX/MIN.
-fn tpr_input_rate(series: &VertexSeries<'_>, aggregator: BusyTimeAggregator) -> f64 {
+fn tpr_input_rate(series: &VertexSeries, aggregator: BusyTimeAggregator) -> f64 {
     match aggregator {
         BusyTimeAggregator::Avg => series.records_in,
         BusyTimeAggregator::Max | BusyTimeAggregator::Min => {
@@ -632,7 +633,7 @@ impl TprEstimate {
     }
 }
 
-fn tpr_estimate(series: &VertexSeries<'_>, parallelism: f64, config: &EvaluationConfig) -> TprEstimate {
+fn tpr_estimate(series: &VertexSeries, parallelism: f64, config: &EvaluationConfig) -> TprEstimate {
     let busy_time = busy_time_ms_per_second(series, parallelism, config.busy_time_aggregator);
     let busy_time_tpr = tpr_from_busy_time(busy_time, tpr_input_rate(series, config.busy_time_aggregator));
     let observed_tpr = series.observed_tpr.average(config.observed_tpr_min_observations);
@@ -981,6 +982,31 @@ mod tests {
             )
         };
         (topo, history(vec![(0, at(0.0, 0.0)), (10_000, at(10.0, 100.0))]))
+    }
+
+    /// A cycle's reads of the window (evaluation, root cause, window status, averages and rates of
+    /// any metric) use the compact snapshots: none is built as maps.
+    #[test]
+    fn a_cycle_reads_no_snapshot_as_maps() {
+        let (topo, h) = chain_history();
+        evaluate(&topo, &h, &EvaluationConfig::default(), None).expect("rates are known");
+        crate::root_cause::explain(&topo, &h);
+        crate::window::window_status(
+            &h,
+            Utc::now(),
+            Utc::now(),
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+        );
+        for metric in ScalingMetric::ALL {
+            crate::metric_average(&h, Some("src"), metric, 1);
+            crate::metric_average(&h, None, metric, 1);
+            crate::metric_rate(&h, "sink", metric);
+        }
+        assert!(h.shared().all(|(_, s)| !s.is_expanded()));
+        // Reading a snapshot as maps builds them.
+        assert!(h.latest().is_some());
+        assert!(h.shared().next_back().is_some_and(|(_, s)| s.is_expanded()));
     }
 
     #[test]

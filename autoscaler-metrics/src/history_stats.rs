@@ -282,7 +282,7 @@ fn for_each_sample(
         (Some(id), Some(c)) => {
             // The last id list seen and the vertex's position in it.
             let mut at_position: Option<(&std::sync::Arc<[crate::VertexId]>, Option<usize>)> = None;
-            for (at, _, columns) in history.with_columns() {
+            for (at, columns) in history.with_columns() {
                 let k = match at_position {
                     Some((ids, k)) if std::sync::Arc::ptr_eq(ids, &columns.ids) => k,
                     _ => {
@@ -295,13 +295,16 @@ fn for_each_sample(
                 f(at, k.map_or(f64::NAN, |k| columns.value(c, k)));
             }
         }
-        _ => {
-            for (at, snapshot) in history.iter() {
-                let values = match vertex {
-                    Some(id) => snapshot.vertex(id),
-                    None => Some(&snapshot.global_metrics),
-                };
-                f(*at, sample(values, metric));
+        (Some(id), None) => {
+            for (at, entry) in history.entries() {
+                let ids = &entry.columns().ids;
+                let k = ids.binary_search_by(|v| v.as_str().cmp(id)).ok();
+                f(at, sample(k.map(|k| entry.vertex_values(k)).as_ref(), metric));
+            }
+        }
+        (None, _) => {
+            for (at, entry) in history.entries() {
+                f(at, entry.global().get_or_absent(metric));
             }
         }
     }

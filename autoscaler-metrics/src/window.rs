@@ -52,7 +52,7 @@ pub fn window_status(
     window: Duration,
 ) -> WindowStatus {
     let stable_time = add_saturating(job_running_since, stabilization);
-    let first_stable = history.iter().map(|(at, _)| *at).find(|at| *at >= stable_time);
+    let first_stable = history.times().find(|at| *at >= stable_time);
     let window_full_time = add_saturating(first_stable.unwrap_or(now), window);
     WindowStatus {
         stabilizing: now < stable_time,

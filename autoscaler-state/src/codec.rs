@@ -4,7 +4,7 @@
 use autoscaler_core::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking, StateError,
 };
-use autoscaler_metrics::{CollectedMetrics, EvaluatedMetrics, MetricHistory};
+use autoscaler_metrics::{CollectedMetrics, EvaluatedMetrics, MetricHistory, SharedSnapshot};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -223,8 +223,9 @@ pub(crate) fn snapshot_instant(identifier: &str) -> Option<DateTime<Utc>> {
         .map(|at| at.with_timezone(&Utc))
 }
 
-/// The `state_value` of one snapshot row (the envelope, as for every state).
-pub(crate) fn encode_snapshot(snapshot: &CollectedMetrics, compression_threshold: usize) -> Result<String, StateError> {
+/// The `state_value` of one snapshot row (the envelope, as for every state), serialized from the
+/// compact snapshot without building its maps.
+pub(crate) fn encode_snapshot(snapshot: &SharedSnapshot, compression_threshold: usize) -> Result<String, StateError> {
     encode_value(StateType::CollectedMetrics, snapshot, compression_threshold)
 }
 
