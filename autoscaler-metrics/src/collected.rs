@@ -1,6 +1,6 @@
 //! Collected metric snapshots and the time-ordered metric history.
 
-use crate::columns::{Columns, WINDOW_COLUMNS};
+use crate::columns::{Columns, WINDOW_COLUMNS, column_of};
 use crate::{MetricValues, MetricsError, ScalingMetric, VertexId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -147,11 +147,40 @@ impl Entry {
                 values.insert(*metric, self.columns.value(c, k));
             }
         }
-        let from = self.outside.partition_point(|(at, _, _)| (*at as usize) < k);
-        for (_, metric, value) in self.outside[from..].iter().take_while(|(at, _, _)| *at as usize == k) {
+        for (_, metric, value) in self.outside_of(k) {
             values.insert(*metric, *value);
         }
         values
+    }
+
+    /// The value of `metric` (whose window column is `column`, if any) for the vertex at
+    /// position `k`: NaN when absent, as [`MetricValues::get_or_absent`] of its map.
+    pub(crate) fn vertex_value(&self, k: usize, metric: ScalingMetric, column: Option<usize>) -> f64 {
+        match column {
+            // An absent metric's column value is NaN.
+            Some(c) => self.columns.value(c, k),
+            None => self
+                .outside_of(k)
+                .iter()
+                .find(|(_, m, _)| *m == metric)
+                .map_or(f64::NAN, |(_, _, value)| *value),
+        }
+    }
+
+    /// The values outside the window columns of the vertex at position `k`.
+    fn outside_of(&self, k: usize) -> &[(u32, ScalingMetric, f64)] {
+        let from = self.outside.partition_point(|(at, _, _)| (*at as usize) < k);
+        let to = self.outside.partition_point(|(at, _, _)| (*at as usize) <= k);
+        &self.outside[from..to]
+    }
+
+    /// Each vertex id with its metrics, in id order.
+    fn vertices(&self) -> impl Iterator<Item = (&VertexId, MetricValues)> {
+        self.columns
+            .ids
+            .iter()
+            .enumerate()
+            .map(|(k, id)| (id, self.vertex_values(k)))
     }
 
     /// The job-wide metrics.
@@ -167,13 +196,7 @@ impl Entry {
     /// The snapshot as maps.
     fn build(&self) -> CollectedMetrics {
         CollectedMetrics {
-            vertex_metrics: self
-                .columns
-                .ids
-                .iter()
-                .enumerate()
-                .map(|(k, id)| (id.clone(), self.vertex_values(k)))
-                .collect(),
+            vertex_metrics: self.vertices().map(|(id, values)| (id.clone(), values)).collect(),
             global_metrics: self.global,
         }
     }
@@ -182,15 +205,9 @@ impl Entry {
     fn same_as(&self, other: &Entry) -> bool {
         let (a, b) = (&self.columns, &other.columns);
         self.global == other.global
-            && a.ids.len() == b.ids.len()
-            && a.ids.iter().zip(b.ids.iter()).all(|(x, y)| x == y)
+            && a.ids == b.ids
             && (0..a.ids.len()).all(|k| self.vertex_values(k) == other.vertex_values(k))
     }
-}
-
-/// The position of `metric` in the window columns, if it is one.
-fn column_of(metric: ScalingMetric) -> Option<usize> {
-    WINDOW_COLUMNS.iter().position(|m| *m == metric)
 }
 
 impl SharedSnapshot {
@@ -221,8 +238,7 @@ impl Serialize for SharedSnapshot {
         struct Vertices<'a>(&'a Entry);
         impl Serialize for Vertices<'_> {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let ids = &self.0.columns.ids;
-                serializer.collect_map(ids.iter().enumerate().map(|(k, id)| (id, self.0.vertex_values(k))))
+                serializer.collect_map(self.0.vertices())
             }
         }
         let mut out = serializer.serialize_struct("CollectedMetrics", 2)?;

@@ -25,17 +25,25 @@ pub(crate) const WINDOW_COLUMNS: [ScalingMetric; 8] = [
     ScalingMetric::AccumulatedBusyTime,
 ];
 
-/// The position of `metric` in [`WINDOW_COLUMNS`]; a metric not there is a compile-time error
-/// where the position is a constant.
-pub(crate) const fn column(metric: ScalingMetric) -> usize {
+/// The position of `metric` in [`WINDOW_COLUMNS`], if it is a window column.
+pub(crate) const fn column_of(metric: ScalingMetric) -> Option<usize> {
     let mut i = 0;
     while i < WINDOW_COLUMNS.len() {
         if WINDOW_COLUMNS[i] as usize == metric as usize {
-            return i;
+            return Some(i);
         }
         i += 1;
     }
-    panic!("not a window column")
+    None
+}
+
+/// The position of `metric` in [`WINDOW_COLUMNS`]; a metric not there is a compile-time error
+/// where the position is a constant.
+pub(crate) const fn column(metric: ScalingMetric) -> usize {
+    match column_of(metric) {
+        Some(c) => c,
+        None => panic!("not a window column"),
+    }
 }
 
 /// The digest of one snapshot: its vertex ids in map order and, column by column, the values of
@@ -127,6 +135,12 @@ impl Columns {
     #[inline]
     pub(crate) fn nan_positions(&self, c: usize) -> Option<&Arc<[u32]>> {
         self.nan_positions.get(c)
+    }
+
+    /// The position of vertex `id` in the ids, if the snapshot lists it.
+    pub(crate) fn position(&self, id: &str) -> Option<usize> {
+        // The ids are in the snapshot map's (sorted) order.
+        self.ids.binary_search_by(|v| v.as_str().cmp(id)).ok()
     }
 
     /// Every metric present in the map of the id at position `k` (bit `metric.index()`).

@@ -4,8 +4,8 @@
 //! infinite samples are skipped by averages but remembered, and the rate of an accumulated counter
 //! is taken between its first and last non-NaN samples.
 
-use crate::columns::WINDOW_COLUMNS;
-use crate::{MetricHistory, MetricValues, ScalingMetric};
+use crate::columns::column_of;
+use crate::{MetricHistory, ScalingMetric};
 use chrono::{DateTime, Utc};
 
 /// Running state of the reference's `getRate` over a series: the first and the last non-NaN sample.
@@ -267,60 +267,43 @@ pub fn metric_average(
 /// Feeds `f` the samples of `metric` in time order: vertex `vertex`'s, or the job-wide one's when
 /// `vertex` is `None`, NaN where the vertex or the metric is absent.
 ///
-/// A vertex metric the snapshots' column digests hold is read from them: the vertex's position is
-/// looked up once per run of snapshots listing the same vertices, and its values are the very
-/// values of the maps. So a full window costs a few contiguous reads per snapshot rather than a
-/// search of each snapshot's vertex map (scattered over memory, one cache miss after another).
+/// The samples are read from the compact snapshots: the vertex's position is looked up once per
+/// run of snapshots listing the same vertices, and a window column's values are read from the
+/// digest. So a full window costs a few contiguous reads per snapshot rather than a search of
+/// each snapshot's vertex map (scattered over memory, one cache miss after another).
 fn for_each_sample(
     history: &MetricHistory,
     vertex: Option<&str>,
     metric: ScalingMetric,
     mut f: impl FnMut(DateTime<Utc>, f64),
 ) {
-    let column = WINDOW_COLUMNS.iter().position(|m| *m == metric);
-    match (vertex, column) {
-        (Some(id), Some(c)) => {
-            // The last id list seen and the vertex's position in it.
-            let mut at_position: Option<(&std::sync::Arc<[crate::VertexId]>, Option<usize>)> = None;
-            for (at, columns) in history.with_columns() {
-                let k = match at_position {
-                    Some((ids, k)) if std::sync::Arc::ptr_eq(ids, &columns.ids) => k,
-                    _ => {
-                        // The ids are in the snapshot map's (sorted) order.
-                        let k = columns.ids.binary_search_by(|v| v.as_str().cmp(id)).ok();
-                        at_position = Some((&columns.ids, k));
-                        k
-                    }
-                };
-                f(at, k.map_or(f64::NAN, |k| columns.value(c, k)));
-            }
+    let Some(id) = vertex else {
+        for (at, entry) in history.entries() {
+            f(at, entry.global().get_or_absent(metric));
         }
-        (Some(id), None) => {
-            for (at, entry) in history.entries() {
-                let ids = &entry.columns().ids;
-                let k = ids.binary_search_by(|v| v.as_str().cmp(id)).ok();
-                f(at, sample(k.map(|k| entry.vertex_values(k)).as_ref(), metric));
+        return;
+    };
+    let column = column_of(metric);
+    // The last id list seen and the vertex's position in it.
+    let mut at_position: Option<(&std::sync::Arc<[crate::VertexId]>, Option<usize>)> = None;
+    for (at, entry) in history.entries() {
+        let ids = &entry.columns().ids;
+        let k = match at_position {
+            Some((seen, k)) if std::sync::Arc::ptr_eq(seen, ids) => k,
+            _ => {
+                let k = entry.columns().position(id);
+                at_position = Some((ids, k));
+                k
             }
-        }
-        (None, _) => {
-            for (at, entry) in history.entries() {
-                f(at, entry.global().get_or_absent(metric));
-            }
-        }
+        };
+        f(at, k.map_or(f64::NAN, |k| entry.vertex_value(k, metric, column)));
     }
-}
-
-/// The value of `metric` in `values`, NaN when the vertex or the metric is absent
-/// (the reference's `getOrDefault(metric, NaN)`).
-#[inline]
-pub(crate) fn sample(values: Option<&MetricValues>, metric: ScalingMetric) -> f64 {
-    values.map_or(f64::NAN, |v| v.get_or_absent(metric))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::CollectedMetrics;
+    use crate::{CollectedMetrics, MetricValues};
     use ScalingMetric::{NumRecordsIn as IN, NumRecordsOut as OUT};
     use chrono::TimeZone;
 
@@ -406,6 +389,12 @@ mod tests {
         assert_eq!(acc.average(1), 3.0);
         assert_eq!(acc.average(3), 3.0);
         assert!(acc.average(4).is_nan(), "only 3 finite observations");
+    }
+
+    /// The value of `metric` in `values`, NaN when the vertex or the metric is absent
+    /// (the reference's `getOrDefault(metric, NaN)`).
+    fn sample(values: Option<&MetricValues>, metric: ScalingMetric) -> f64 {
+        values.map_or(f64::NAN, |v| v.get_or_absent(metric))
     }
 
     /// The reference's loops, sample by sample through each snapshot's vertex map: the oracle of
