@@ -253,7 +253,8 @@ fn forget_status(board: &Arc<DecisionBoard>) -> crate::service::CleanupHook {
 }
 
 /// Installs the Prometheus recorder of the `metrics` facade (once per process) with the HELP
-/// texts, the error counters at 0 and the `process_*` collector, and returns its renderer.
+/// texts, the error counters at 0, the `process_*` collector and the histograms' upkeep, and
+/// returns its renderer. Must be called within a Tokio runtime.
 fn install_prometheus_recorder(sources: &[&str], store: Option<&'static str>) -> Result<http::ProcessMetricsRenderer> {
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets(metrics::LATENCY_BUCKETS)
@@ -265,6 +266,8 @@ fn install_prometheus_recorder(sources: &[&str], store: Option<&'static str>) ->
         .context("metric buckets")?
         .install_recorder()
         .context("cannot install the Prometheus recorder")?;
+    // Runs as long as the process: the recorder is installed once and never removed.
+    metrics::spawn_histogram_upkeep(handle.clone(), metrics::HISTOGRAM_UPKEEP_PERIOD);
     metrics::describe_process_series();
     metrics::init_error_counters(sources.iter().copied(), store);
     let process = metrics_process::Collector::default();

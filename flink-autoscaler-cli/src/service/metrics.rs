@@ -65,6 +65,30 @@ pub const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
+/// How often the process-wide histograms' samples are folded into their buckets between scrapes.
+///
+/// The exporter keeps each sample of a histogram until it is folded; it folds at each scrape, so
+/// a service nobody scrapes (or scrapes rarely) would otherwise keep every request's latency: at
+/// 10,000 jobs, eleven REST requests per job every 10 s, that is about 300 MB an hour.
+pub const HISTOGRAM_UPKEEP_PERIOD: Duration = Duration::from_secs(5);
+
+/// Folds the samples of `handle`'s histograms into their buckets every `period`, for as long as
+/// the returned task runs (the upkeep the exporter's own `install` would spawn, which
+/// `install_recorder` leaves to its caller). Must be called within a Tokio runtime.
+pub fn spawn_histogram_upkeep(
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    period: Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(period);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            handle.run_upkeep();
+        }
+    })
+}
+
 /// How much `/metrics` says about each job (`--metrics-detail`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum MetricsDetail {
