@@ -1,6 +1,7 @@
 //! Collected metric snapshots and the time-ordered metric history.
 
 use crate::columns::{Columns, WINDOW_COLUMNS, column_of};
+use crate::metric::PackedValues;
 use crate::{MetricValues, MetricsError, ScalingMetric, VertexId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -108,7 +109,7 @@ pub struct SharedSnapshot(Arc<Entry>);
 pub(crate) struct Entry {
     columns: Columns,
     /// The job-wide metrics.
-    global: MetricValues,
+    global: PackedValues,
     /// The vertex values outside the window columns: (position in the ids, metric, value), in
     /// position order and, for one position, in [`ScalingMetric::ALL`] order.
     outside: Box<[(u32, ScalingMetric, f64)]>,
@@ -132,7 +133,7 @@ impl Entry {
             .collect();
         Self {
             columns,
-            global: snapshot.global_metrics,
+            global: PackedValues::of(&snapshot.global_metrics),
             outside,
             full: std::sync::OnceLock::new(),
         }
@@ -184,8 +185,13 @@ impl Entry {
     }
 
     /// The job-wide metrics.
-    pub(crate) fn global(&self) -> &MetricValues {
-        &self.global
+    pub(crate) fn global(&self) -> MetricValues {
+        self.global.unpack()
+    }
+
+    /// The job-wide value of `metric`, NaN when absent (as [`MetricValues::get_or_absent`]).
+    pub(crate) fn global_value(&self, metric: ScalingMetric) -> f64 {
+        self.global.get_or_absent(metric)
     }
 
     /// The column digest.
@@ -197,14 +203,14 @@ impl Entry {
     fn build(&self) -> CollectedMetrics {
         CollectedMetrics {
             vertex_metrics: self.vertices().map(|(id, values)| (id.clone(), values)).collect(),
-            global_metrics: self.global,
+            global_metrics: self.global(),
         }
     }
 
     /// The same snapshot (as [`CollectedMetrics`]' equality), without building the maps.
     fn same_as(&self, other: &Entry) -> bool {
         let (a, b) = (&self.columns, &other.columns);
-        self.global == other.global
+        self.global() == other.global()
             && a.ids == b.ids
             && (0..a.ids.len()).all(|k| self.vertex_values(k) == other.vertex_values(k))
     }
@@ -243,7 +249,7 @@ impl Serialize for SharedSnapshot {
         }
         let mut out = serializer.serialize_struct("CollectedMetrics", 2)?;
         out.serialize_field("vertexMetrics", &Vertices(&self.0))?;
-        out.serialize_field("globalMetrics", &self.0.global)?;
+        out.serialize_field("globalMetrics", &self.0.global())?;
         out.end()
     }
 }

@@ -213,9 +213,9 @@ pub fn target_processing_capacity(
 }
 
 /// Everything the evaluation reads from the history, gathered in one pass.
-struct Window<'h> {
+struct Window {
     vertices: Vec<VertexSeries>,
-    global: GlobalSeries<'h>,
+    global: GlobalSeries,
 }
 
 /// Window statistics of one vertex's collected metrics.
@@ -260,9 +260,9 @@ const GLOBAL_AVERAGED: [ScalingMetric; 4] = [
 
 /// Window statistics of the job-wide metrics.
 #[derive(Default)]
-struct GlobalSeries<'h> {
+struct GlobalSeries {
     averages: [AverageAccumulator; GLOBAL_AVERAGED.len()],
-    latest: Option<&'h MetricValues>,
+    latest: Option<MetricValues>,
 }
 
 /// The accumulated counters whose window rate the evaluation reads.
@@ -281,8 +281,8 @@ const RATE_COLUMNS: [usize; RATE_METRICS.len()] = [
     column(RATE_METRICS[3]),
 ];
 
-impl<'h> Window<'h> {
-    fn read(topology: &JobTopology, history: &'h MetricHistory) -> Self {
+impl Window {
+    fn read(topology: &JobTopology, history: &MetricHistory) -> Self {
         const AVERAGED: [usize; 3] = [
             column(ScalingMetric::Load),
             column(ScalingMetric::NumRecordsInPerSecond),
@@ -304,7 +304,7 @@ impl<'h> Window<'h> {
         let mut global = GlobalSeries::default();
         for (_, entry) in history.entries() {
             for (acc, metric) in global.averages.iter_mut().zip(GLOBAL_AVERAGED) {
-                acc.push(entry.global().get_or_absent(metric));
+                acc.push(entry.global_value(metric));
             }
         }
         if let Some((_, latest)) = history.entries().next_back() {
@@ -364,7 +364,7 @@ impl<'h> Window<'h> {
     }
 }
 
-impl GlobalSeries<'_> {
+impl GlobalSeries {
     /// Reference `evaluateGlobalMetrics`: GC pressure and task slots as latest values (NaN when
     /// absent, always present as keys), memory metrics as latest plus window mean.
     fn evaluate(&self) -> EvaluatedVertexMetrics {
@@ -388,7 +388,7 @@ impl GlobalSeries<'_> {
 /// Reference `isProcessingBacklog`: some source's latest lag (0 when
 /// absent) divided by its input rate exceeds the backlog lag threshold in whole seconds. A NaN rate
 /// never counts; a zero rate with positive lag is +Inf and does.
-fn is_processing_backlog(topology: &JobTopology, window: &Window<'_>, config: &EvaluationConfig) -> bool {
+fn is_processing_backlog(topology: &JobTopology, window: &Window, config: &EvaluationConfig) -> bool {
     let threshold_secs = config.backlog_lag_threshold.as_secs() as f64;
     topology.sources().any(|v| {
         let lag = window.latest(v, ScalingMetric::Lag).unwrap_or(0.0);
@@ -400,7 +400,7 @@ fn is_processing_backlog(topology: &JobTopology, window: &Window<'_>, config: &E
 /// Reference `evaluateMetrics` for one vertex; every input of `v` is already in `evaluated`.
 fn evaluate_vertex(
     topology: &JobTopology,
-    window: &Window<'_>,
+    window: &Window,
     evaluated: &mut Evaluated<'_>,
     v: usize,
     processing_backlog: bool,
@@ -461,7 +461,7 @@ fn evaluate_vertex(
 /// the target is `max(0, rate(NUM_RECORDS_IN) + rate(LAG))`, counting lag growth as unserved input;
 /// the catch-up rate drains the latest lag within the catch-up duration.
 fn source_data_rates(
-    window: &Window<'_>,
+    window: &Window,
     v: usize,
     info: &VertexInfo,
     config: &EvaluationConfig,
@@ -480,12 +480,7 @@ fn source_data_rates(
 
 /// A non-source's (target rate, catch-up rate): the inputs' evaluated (rounded) rates, each scaled
 /// by the edge's output ratio (reference `computeTargetDataRate`, non-source branch).
-fn propagated_data_rates(
-    topology: &JobTopology,
-    window: &Window<'_>,
-    evaluated: &Evaluated<'_>,
-    v: usize,
-) -> (f64, f64) {
+fn propagated_data_rates(topology: &JobTopology, window: &Window, evaluated: &Evaluated<'_>, v: usize) -> (f64, f64) {
     let mut target_rate = 0.0;
     let mut catch_up_rate = 0.0;
     for &(u, _) in &topology.vertices()[v].inputs {
@@ -499,7 +494,7 @@ fn propagated_data_rates(
 /// Records sent along `from -> to` per record `from` receives (reference `computeEdgeOutputRatio`).
 /// 0 unless both `from`'s input rate and the edge's data rate are positive, so an idle upstream
 /// cannot produce an outrageous ratio.
-fn edge_output_ratio(topology: &JobTopology, window: &Window<'_>, from: usize, to: usize) -> f64 {
+fn edge_output_ratio(topology: &JobTopology, window: &Window, from: usize, to: usize) -> f64 {
     let input_rate = window.input_rate(from);
     if input_rate > 0.0 {
         let edge_rate = edge_data_rate(topology, window, from, to);
@@ -516,7 +511,7 @@ fn edge_output_ratio(topology: &JobTopology, window: &Window<'_>, from: usize, t
 /// 2. every other input of `to` has exactly one output: `to`'s input rate minus their output rates
 ///    (a NaN output rate falls through to case 3, as in the reference);
 /// 3. otherwise `from`'s output rate, which may be shared by several outputs.
-fn edge_data_rate(topology: &JobTopology, window: &Window<'_>, from: usize, to: usize) -> f64 {
+fn edge_data_rate(topology: &JobTopology, window: &Window, from: usize, to: usize) -> f64 {
     let vertices = topology.vertices();
     let inputs = &vertices[to].inputs;
     if inputs.len() == 1 {

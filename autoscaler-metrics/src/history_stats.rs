@@ -279,7 +279,7 @@ fn for_each_sample(
 ) {
     let Some(id) = vertex else {
         for (at, entry) in history.entries() {
-            f(at, entry.global().get_or_absent(metric));
+            f(at, entry.global_value(metric));
         }
         return;
     };
