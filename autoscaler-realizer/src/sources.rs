@@ -37,7 +37,7 @@ use autoscaler_core::{
     AutoscalerMetricsReporter, FetchError, JobAutoScalerContext, JobListFetcher, JobStatus, NoopMetricsReporter,
     config::Configuration,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -220,7 +220,31 @@ pub struct JobSource {
 /// (and again when the job's start time changes, i.e. it was resubmitted); jobs no longer listed
 /// are forgotten at each listing of their unit.
 #[derive(Debug, Clone, Default)]
-struct JobConfigurations(Arc<Mutex<HashMap<String, UnitConfigurations>>>);
+struct JobConfigurations(Arc<Mutex<KeptConfigurations>>);
+
+/// What [`JobConfigurations`] keeps.
+#[derive(Debug, Default)]
+struct KeptConfigurations {
+    units: HashMap<String, UnitConfigurations>,
+    /// One copy of each distinct configuration the kept jobs hold (their own, and merged over the
+    /// base), which equal ones share: a session cluster answers every job's `jobmanager/config`
+    /// with the JobManager's configuration, so its jobs would otherwise keep one copy each (about
+    /// 10 KB per job, own and merged).
+    distinct: HashSet<Configuration>,
+}
+
+impl KeptConfigurations {
+    /// Keeps in [`Self::distinct`] only what some kept job still holds.
+    fn forget_unused(&mut self) {
+        self.distinct = self
+            .units
+            .values()
+            .flat_map(|jobs| jobs.values())
+            .flat_map(|job| std::iter::once(&job.own).chain(job.merged.as_ref().map(|(_, merged)| merged)))
+            .cloned()
+            .collect();
+    }
+}
 
 /// Per job id of one unit: the job's start time and its own configuration.
 type UnitConfigurations = HashMap<String, JobConfiguration>;
@@ -237,12 +261,13 @@ struct JobConfiguration {
 }
 
 impl JobConfiguration {
-    /// The job's configuration over `base`, merged once per base.
-    fn over(&mut self, base: &Configuration) -> Configuration {
+    /// The job's configuration over `base`, merged once per base, and shared through `kept` with
+    /// the jobs whose merge is equal.
+    fn over(&mut self, base: &Configuration, kept: &JobConfigurations) -> Configuration {
         match &self.merged {
             Some((merged_on, merged)) if merged_on.shares_entries_with(base) => merged.clone(),
             _ => {
-                let merged = base.overlay(&self.own);
+                let merged = kept.share(base.overlay(&self.own));
                 self.merged = Some((base.clone(), merged.clone()));
                 merged
             }
@@ -251,27 +276,61 @@ impl JobConfiguration {
 }
 
 impl JobConfigurations {
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeptConfigurations> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn get(&self, unit: &str, job: &crate::rest::JobOverview) -> Option<JobConfiguration> {
-        let units = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let conf = units.get(unit)?.get(&job.jid)?;
+        let kept = self.lock();
+        let conf = kept.units.get(unit)?.get(&job.jid)?;
         (conf.start == job.start_time).then(|| conf.clone())
+    }
+
+    /// The kept copy of a configuration equal to `conf`, or `conf`, kept from now on.
+    fn share(&self, conf: Configuration) -> Configuration {
+        let mut kept = self.lock();
+        match kept.distinct.get(&conf) {
+            Some(same) => same.clone(),
+            None => {
+                kept.distinct.insert(conf.clone());
+                conf
+            }
+        }
     }
 
     /// Replaces what is kept of `unit` by its latest listing.
     fn replace(&self, unit: &str, jobs: UnitConfigurations) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(unit.to_owned(), jobs);
+        let mut kept = self.lock();
+        // A configuration goes out of use only with a job that left or was resubmitted, or a
+        // merge over an earlier base.
+        let dropped = kept.units.get(unit).is_some_and(|before| {
+            before.iter().any(|(id, was)| {
+                jobs.get(id).is_none_or(|now| {
+                    !now.own.shares_entries_with(&was.own)
+                        || match (&now.merged, &was.merged) {
+                            (Some((_, a)), Some((_, b))) => !a.shares_entries_with(b),
+                            (None, None) => false,
+                            _ => true,
+                        }
+                })
+            })
+        });
+        kept.units.insert(unit.to_owned(), jobs);
+        if dropped {
+            kept.forget_unused();
+        }
     }
 
     /// Forgets the units of `source` other than `keep`.
-    fn retain_units(&self, source: &str, keep: &std::collections::HashSet<String>) {
+    fn retain_units(&self, source: &str, keep: &HashSet<String>) {
         let prefix = format!("{source}/");
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let mut kept = self.lock();
+        let before = kept.units.len();
+        kept.units
             .retain(|unit, _| !unit.starts_with(&prefix) || keep.contains(unit));
+        if kept.units.len() != before {
+            kept.forget_unused();
+        }
     }
 }
 
@@ -374,7 +433,7 @@ struct SourceFetch {
 impl MultiSourceJobListFetcher {
     /// A fetcher over `sources` (names must be unique).
     pub fn new(sources: Vec<JobSource>, observer: Arc<dyn SourceObserver>) -> Result<Self, SourceError> {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         for source in &sources {
             if !seen.insert(source.name.clone()) {
                 return Err(SourceError::DuplicateName(source.name.clone()));
@@ -492,13 +551,13 @@ async fn fetch_cluster(
                 .await
                 .map(|own| JobConfiguration {
                     start: job.start_time,
-                    own,
+                    own: source.configurations.share(own),
                     merged: None,
                 }),
         };
         let context = job_conf.map(|mut conf| {
             let _entered = span.enter();
-            let ctx = fetcher.context(timeout, job, conf.over(base));
+            let ctx = fetcher.context(timeout, job, conf.over(base, &source.configurations));
             configurations.insert(job.jid.clone(), conf);
             ctx
         });
@@ -645,8 +704,9 @@ mod tests {
             own,
             merged: None,
         };
+        let kept = JobConfigurations::default();
         let base = Configuration::from_iter([("job.autoscaler.enabled", "false"), ("x", "1")]);
-        let first = job.over(&base);
+        let first = job.over(&base, &kept);
         assert_eq!(
             first.get("job.autoscaler.enabled"),
             Some("true"),
@@ -654,14 +714,76 @@ mod tests {
         );
         assert_eq!(first.get("x"), Some("1"));
         assert!(
-            job.over(&base.clone()).shares_entries_with(&first),
+            job.over(&base.clone(), &kept).shares_entries_with(&first),
             "the same base: merged once"
         );
         // A reloaded base (a new map, even with equal entries) is merged again.
         let reloaded = Configuration::from_iter([("job.autoscaler.enabled", "false"), ("x", "2")]);
-        let second = job.over(&reloaded);
+        let second = job.over(&reloaded, &kept);
         assert!(!second.shares_entries_with(&first));
         assert_eq!(second.get("x"), Some("2"));
+    }
+
+    /// `n` jobs of `unit` started at `start`, each with `own` (a fresh copy) merged over `base`.
+    fn listing(
+        kept: &JobConfigurations,
+        n: usize,
+        start: i64,
+        own: &[(&str, &str)],
+        base: &Configuration,
+    ) -> UnitConfigurations {
+        (0..n)
+            .map(|i| {
+                let mut job = JobConfiguration {
+                    start,
+                    own: kept.share(Configuration::from_iter(own.iter().copied())),
+                    merged: None,
+                };
+                job.over(base, kept);
+                (format!("job-{i}"), job)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn equal_job_configurations_are_kept_once() {
+        let kept = JobConfigurations::default();
+        let base = Configuration::from_iter([("x", "1")]);
+        let jm = [("job.autoscaler.enabled", "true"), ("y", "2")];
+        let jobs = listing(&kept, 3, 1, &jm, &base);
+        let first = &jobs["job-0"];
+        for job in jobs.values() {
+            assert!(
+                job.own.shares_entries_with(&first.own),
+                "equal own configurations share"
+            );
+            let (merged, first_merged) = (
+                &job.merged.as_ref().expect("merged").1,
+                &first.merged.as_ref().expect("merged").1,
+            );
+            assert!(merged.shares_entries_with(first_merged), "equal merges share");
+            assert_eq!(merged.get("x"), Some("1"));
+            assert_eq!(merged.get("y"), Some("2"));
+        }
+        kept.replace("src/app", jobs);
+        assert_eq!(kept.lock().distinct.len(), 2, "one own configuration, one merge");
+
+        // A job with a configuration of its own keeps it apart.
+        let other = listing(&kept, 1, 1, &[("job.autoscaler.enabled", "false")], &base);
+        assert_eq!(other["job-0"].own.get("job.autoscaler.enabled"), Some("false"));
+        assert_eq!(kept.lock().distinct.len(), 4);
+
+        // Jobs that leave take their configurations along: only what a kept job holds stays.
+        kept.replace("src/app", other);
+        let distinct = kept.lock().distinct.clone();
+        assert_eq!(distinct.len(), 2);
+        assert!(
+            distinct
+                .iter()
+                .all(|c| c.get("job.autoscaler.enabled") == Some("false"))
+        );
+        kept.retain_units("src", &HashSet::new());
+        assert!(kept.lock().distinct.is_empty(), "a unit no longer listed keeps nothing");
     }
 
     #[test]
