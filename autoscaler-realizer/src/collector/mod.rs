@@ -85,6 +85,10 @@ pub struct RestMetricsCollector<K> {
     /// Shared with the cycles reading it: a cycle clones the `Arc`, and one that changes the names
     /// replaces it.
     metric_names: Mutex<HashMap<K, Arc<JobMetricNames>>>,
+    /// One copy of each distinct set of names asked of a vertex, shared by every vertex (of any
+    /// job) that asks the same: a job's operators mostly report the same metrics, and so do the
+    /// jobs of one fleet.
+    queries: Mutex<SharedQueries>,
     source_listings: Mutex<HashMap<K, BTreeMap<VertexId, SourceListing>>>,
     clusters: Mutex<HashMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
     running_since: Mutex<HashMap<K, DateTime<Utc>>>,
@@ -96,23 +100,61 @@ type JobMetricNames = BTreeMap<VertexId, CachedVertexNames>;
 /// The metric names to query for one vertex, with the query built from them once.
 #[derive(Debug, Clone)]
 struct CachedVertexNames {
-    /// Flink metric name -> what it measures.
-    names: VertexMetricNames,
-    /// `get=<names>` ([`crate::rest::metrics_query`]); empty without names.
-    query: String,
+    /// The names and their query, shared with the vertices asking the same ([`SharedQueries`]).
+    query: Arc<VertexQuery>,
     /// The request of the vertex's aggregated metrics, built at its first use, with the job id it
     /// was built for.
     request: OnceLock<(String, PreparedRequest)>,
 }
 
+/// The metric names asked of a vertex and the query asking them.
+#[derive(Debug)]
+struct VertexQuery {
+    /// Flink metric name -> what it measures.
+    names: VertexMetricNames,
+    /// `get=<names>` ([`crate::rest::metrics_query`]); empty without names.
+    query: String,
+}
+
 impl CachedVertexNames {
-    fn new(names: VertexMetricNames) -> Self {
-        let query = crate::rest::metrics_query(names.keys().map(String::as_str), &[]);
+    fn new(query: Arc<VertexQuery>) -> Self {
         Self {
-            names,
             query,
             request: OnceLock::new(),
         }
+    }
+
+    fn names(&self) -> &VertexMetricNames {
+        &self.query.names
+    }
+}
+
+/// The distinct [`VertexQuery`]s in use, by their names.
+#[derive(Debug, Default)]
+struct SharedQueries {
+    by_names: HashMap<VertexMetricNames, Arc<VertexQuery>>,
+    /// Entries after the last sweep of the unused ones; the next sweep comes at twice as many.
+    swept_at: usize,
+}
+
+impl SharedQueries {
+    /// The query of `names`, shared with every vertex that asks the same names.
+    fn share(&mut self, names: VertexMetricNames) -> Arc<VertexQuery> {
+        if let Some(query) = self.by_names.get(&names) {
+            return Arc::clone(query);
+        }
+        // Sweeping when the map has doubled keeps it within twice what is in use, at a constant
+        // cost per insertion.
+        if self.by_names.len() >= 2 * self.swept_at.max(32) {
+            self.by_names.retain(|_, query| Arc::strong_count(query) > 1);
+            self.swept_at = self.by_names.len();
+        }
+        let query = Arc::new(VertexQuery {
+            query: crate::rest::metrics_query(names.keys().map(String::as_str), &[]),
+            names: names.clone(),
+        });
+        self.by_names.insert(names, Arc::clone(&query));
+        query
     }
 }
 
@@ -135,6 +177,7 @@ impl<K> Default for RestMetricsCollector<K> {
     fn default() -> Self {
         Self {
             metric_names: Mutex::new(HashMap::new()),
+            queries: Mutex::new(SharedQueries::default()),
             source_listings: Mutex::new(HashMap::new()),
             clusters: Mutex::new(HashMap::new()),
             running_since: Mutex::new(HashMap::new()),
@@ -155,7 +198,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
         Some(
             names
                 .iter()
-                .map(|(id, cached)| (id.clone(), cached.names.clone()))
+                .map(|(id, cached)| (id.clone(), cached.names().clone()))
                 .collect(),
         )
     }
@@ -219,7 +262,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
             let reported_pending = names
                 .as_ref()
                 .and_then(|n| n.get(id))
-                .is_some_and(|n| n.names.values().any(|m| *m == FlinkMetric::PendingRecords));
+                .is_some_and(|n| n.names().values().any(|m| *m == FlinkMetric::PendingRecords));
             match listing {
                 Some(listing)
                     if reported_pending
@@ -283,8 +326,9 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
             let span = tracing::error_span!("vertex", vertex = %vertex.id, vertex_name = vertex.name.as_deref());
             let filtered = span.in_scope(|| filter_vertex_metric_names(&vertex.id, all, vertex.is_source()))?;
             // Copied (from the cache's) only when the names changed.
-            if names.get(&vertex.id).is_none_or(|cached| cached.names != filtered) {
-                Arc::make_mut(&mut names).insert(vertex.id.clone(), CachedVertexNames::new(filtered));
+            if names.get(&vertex.id).is_none_or(|cached| *cached.names() != filtered) {
+                let query = lock(&self.queries).share(filtered);
+                Arc::make_mut(&mut names).insert(vertex.id.clone(), CachedVertexNames::new(query));
             }
         }
         let keep = |id: &VertexId| topology.get(id.as_str()).is_some_and(|v| !v.finished);
@@ -305,7 +349,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
     ) -> Result<BTreeMap<VertexId, FlinkMetrics>, CollectError> {
         let mut out = BTreeMap::new();
         for (vertex, cached) in names {
-            let values = if cached.query.is_empty() {
+            let values = if cached.query.query.is_empty() {
                 // Asks nothing (once the ids are checked).
                 client
                     .vertex_aggregated_metrics(job_id, vertex.as_str(), &[], &[])
@@ -317,7 +361,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                     Some((id, request)) if id == job_id && client.prepared_here(request) => request,
                     _ => {
                         built = client
-                            .prepare_vertex_aggregated_metrics(job_id, vertex.as_str(), &cached.query)
+                            .prepare_vertex_aggregated_metrics(job_id, vertex.as_str(), &cached.query.query)
                             .map_err(failed)?;
                         let _ = cached.request.set((job_id.to_owned(), built.clone()));
                         &built
@@ -326,16 +370,16 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                 client.get_prepared(request).await
             }
             .map_err(failed)?;
-            if values.is_empty() && !cached.names.is_empty() {
+            if values.is_empty() && !cached.names().is_empty() {
                 // Flink answers [] for all names when one of them is gone (a lazily registered metric
                 // that disappeared, a restart in between). Relist next cycle; this cycle the vertex
                 // has no metrics, so it is not scaled.
-                let query: Vec<&str> = cached.names.keys().map(String::as_str).collect();
+                let query: Vec<&str> = cached.names().keys().map(String::as_str).collect();
                 tracing::warn!(%vertex, names = ?query, "Flink returned no metrics for the vertex; relisting its metric names next cycle");
                 lock(&self.metric_names).remove(job_key);
                 lock(&self.source_listings).remove(job_key);
             }
-            out.insert(vertex.clone(), merge_by_metric(&cached.names, &values));
+            out.insert(vertex.clone(), merge_by_metric(cached.names(), &values));
         }
         Ok(out)
     }
@@ -597,4 +641,46 @@ fn insert<K: Eq + Hash + Clone, V>(map: &mut HashMap<K, V>, key: &K, value: V) -
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(of: &[&str]) -> VertexMetricNames {
+        of.iter()
+            .map(|n| ((*n).to_owned(), FlinkMetric::BusyTimePerSec))
+            .collect()
+    }
+
+    #[test]
+    fn vertices_asking_the_same_names_share_one_query() {
+        let mut shared = SharedQueries::default();
+        let a = shared.share(names(&["busyTimeMsPerSecond", "numRecordsIn"]));
+        let b = shared.share(names(&["busyTimeMsPerSecond", "numRecordsIn"]));
+        let c = shared.share(names(&["busyTimeMsPerSecond"]));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(
+            a.query,
+            crate::rest::metrics_query(["busyTimeMsPerSecond", "numRecordsIn"], &[])
+        );
+        assert_eq!(shared.by_names.len(), 2);
+    }
+
+    #[test]
+    fn queries_no_vertex_asks_are_swept() {
+        let mut shared = SharedQueries::default();
+        let kept = shared.share(names(&["kept"]));
+        // Many queries asked once and dropped: the map never holds more than twice what is in
+        // use (at least 64).
+        for i in 0..1_000 {
+            let _ = shared.share(names(&[&format!("gone-{i}")]));
+            assert!(shared.by_names.len() <= 64, "{} entries", shared.by_names.len());
+        }
+        assert!(
+            Arc::ptr_eq(&kept, &shared.share(names(&["kept"]))),
+            "one in use survives the sweeps"
+        );
+    }
 }
