@@ -55,12 +55,20 @@ pub(crate) struct Columns {
     pub(crate) ids: Arc<[VertexId]>,
     /// Column `c` of [`WINDOW_COLUMNS`] is `values[c * n..(c + 1) * n]`, `n` the number of ids.
     values: Box<[f64]>,
+    /// Which metrics each vertex has and where the averaged columns are NaN: the same allocation
+    /// as the neighbouring snapshot's when both are alike, as they nearly always are.
+    shape: Arc<Shape>,
+    /// Bit `c` is set when no value of column `c` is infinite.
+    no_infinite: u32,
+}
+
+/// The part of a [`Columns`] that neighbouring snapshots usually have alike.
+#[derive(Debug)]
+struct Shape {
     /// Every metric present in each id's map (bit `metric.index()`), not only the columns.
     present: Box<[u32]>,
     /// The union of `present`.
-    pub(crate) union: u32,
-    /// Bit `c` is set when no value of column `c` is infinite.
-    no_infinite: u32,
+    union: u32,
     /// For each of the first [`AVERAGED_COLUMNS`] columns, the positions whose value is NaN
     /// (absent, mostly), ascending; the same allocation as the neighbouring snapshot's where they
     /// are the same positions.
@@ -95,12 +103,25 @@ impl Columns {
                 .filter(|(_, x)| x.is_nan())
                 .map(|(k, _)| k as u32);
             match neighbour {
-                Some(other) if other.nan_positions[c].iter().copied().eq(nan.clone()) => {
-                    Arc::clone(&other.nan_positions[c])
+                Some(other) if other.shape.nan_positions[c].iter().copied().eq(nan.clone()) => {
+                    Arc::clone(&other.shape.nan_positions[c])
                 }
                 _ => nan.collect(),
             }
         });
+        let shape = match neighbour {
+            Some(other)
+                if other.shape.present == present
+                    && (0..AVERAGED_COLUMNS).all(|c| Arc::ptr_eq(&other.shape.nan_positions[c], &nan_positions[c])) =>
+            {
+                Arc::clone(&other.shape)
+            }
+            _ => Arc::new(Shape {
+                present,
+                union,
+                nan_positions,
+            }),
+        };
         let ids = match neighbour {
             Some(other) if other.ids.len() == n && other.ids.iter().zip(vertices.keys()).all(|(a, b)| a == b) => {
                 Arc::clone(&other.ids)
@@ -110,10 +131,8 @@ impl Columns {
         Self {
             ids,
             values,
-            present,
-            union,
+            shape,
             no_infinite,
-            nan_positions,
         }
     }
 
@@ -134,7 +153,13 @@ impl Columns {
     /// not read ([`AVERAGED_COLUMNS`]).
     #[inline]
     pub(crate) fn nan_positions(&self, c: usize) -> Option<&Arc<[u32]>> {
-        self.nan_positions.get(c)
+        self.shape.nan_positions.get(c)
+    }
+
+    /// Every metric present in the map of some id (bit `metric.index()`).
+    #[inline]
+    pub(crate) fn union(&self) -> u32 {
+        self.shape.union
     }
 
     /// The position of vertex `id` in the ids, if the snapshot lists it.
@@ -146,7 +171,7 @@ impl Columns {
     /// Every metric present in the map of the id at position `k` (bit `metric.index()`).
     #[inline]
     pub(crate) fn present(&self, k: usize) -> u32 {
-        self.present[k]
+        self.shape.present[k]
     }
 
     /// The value of column `c` for the id at position `k`.
@@ -228,7 +253,7 @@ pub(crate) fn scan<const N: usize>(
         seen.clear();
         seen.resize(vertices.len(), 0);
         for columns in run {
-            for (bits, present) in seen.iter_mut().zip(&columns.present) {
+            for (bits, present) in seen.iter_mut().zip(&columns.shape.present) {
                 *bits |= present;
             }
         }
@@ -272,7 +297,7 @@ mod tests {
         assert_eq!(&*c.ids, [VertexId::new("a"), VertexId::new("b")]);
         assert_eq!(c.column(column(Load)), [0.5, 0.5]);
         assert!(c.value(column(NumRecordsIn), 1).is_nan(), "absent reads NaN");
-        assert_eq!(c.union, (1 << Load.index()) | (1 << Parallelism.index()));
+        assert_eq!(c.union(), (1 << Load.index()) | (1 << Parallelism.index()));
     }
 
     #[test]
@@ -284,6 +309,32 @@ mod tests {
         assert!(!Arc::ptr_eq(&first.ids, &other.ids));
         let fewer = Columns::of(&snapshot(&["a"], 0.5), Some(&first));
         assert_eq!(fewer.ids.len(), 1);
+    }
+
+    #[test]
+    fn alike_neighbours_share_their_shape() {
+        let first = Columns::of(&snapshot(&["a", "b"], 0.5), None);
+        // Other values, the same metrics and NaN positions: one shape.
+        let next = Columns::of(&snapshot(&["a", "b"], 0.7), Some(&first));
+        assert!(Arc::ptr_eq(&first.shape, &next.shape));
+        assert_eq!(next.column(column(Load)), [0.7, 0.7]);
+        // A NaN where there was a value: a shape of its own, the unchanged columns' NaN
+        // positions still shared.
+        let nan = Columns::of(&snapshot(&["a", "b"], f64::NAN), Some(&next));
+        assert!(!Arc::ptr_eq(&next.shape, &nan.shape));
+        assert_eq!(nan.nan_positions(column(Load)).expect("averaged")[..], [0, 1]);
+        let c = column(NumRecordsInPerSecond);
+        assert!(Arc::ptr_eq(
+            next.nan_positions(c).expect("averaged"),
+            nan.nan_positions(c).expect("averaged")
+        ));
+        // A metric more on one vertex: a shape of its own.
+        let mut more = snapshot(&["a", "b"], 0.7);
+        more.vertex_metrics.values_mut().next().expect("a").insert(Lag, 3.0);
+        let more = Columns::of(&more, Some(&next));
+        assert!(!Arc::ptr_eq(&next.shape, &more.shape));
+        assert_ne!(more.present(0), next.present(0));
+        assert_eq!(more.present(1), next.present(1));
     }
 
     #[test]

@@ -224,7 +224,7 @@ impl Explanation {
 /// Whether any sample of `history` has `BACKPRESSURE` for any vertex.
 pub fn has_backpressure(history: &MetricHistory) -> bool {
     let bit = 1 << ScalingMetric::Backpressure.index();
-    history.with_columns().any(|(_, columns)| columns.union & bit != 0)
+    history.with_columns().any(|(_, columns)| columns.union() & bit != 0)
 }
 
 /// The window averages of `LOAD` and `BACKPRESSURE` of every vertex of `topology` over `history`
