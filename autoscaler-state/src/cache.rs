@@ -85,11 +85,39 @@ impl PendingWrites<'_> {
 #[derive(Debug, Clone, Default)]
 struct StoredWindow {
     /// The snapshot rows, sharing their snapshots with the cached window they were written from.
-    rows: Vec<(DateTime<Utc>, SharedSnapshot)>,
+    rows: StoredRows,
     /// The index row's value; `None` when there is none.
     index: Option<String>,
     /// An earlier release's whole-window `collectedMetrics` row is there.
     legacy_row: bool,
+}
+
+/// The snapshot rows of a [`StoredWindow`], in time order.
+#[derive(Debug, Clone)]
+enum StoredRows {
+    /// Those of a window as it was written or read whole: a clone of it, which costs a few
+    /// pointers rather than a list of its samples.
+    Window(MetricHistory),
+    /// Some of a window's snapshots (the database held an earlier release's whole-window row
+    /// beside them).
+    Listed(Vec<(DateTime<Utc>, SharedSnapshot)>),
+}
+
+impl Default for StoredRows {
+    fn default() -> Self {
+        Self::Listed(Vec::new())
+    }
+}
+
+impl StoredRows {
+    /// The rows in time order.
+    fn iter(&self) -> impl Iterator<Item = (DateTime<Utc>, &SharedSnapshot)> {
+        let (window, listed) = match self {
+            Self::Window(history) => (Some(history.shared()), None),
+            Self::Listed(rows) => (None, Some(rows.iter().map(|(at, s)| (*at, s)))),
+        };
+        window.into_iter().flatten().chain(listed.into_iter().flatten())
+    }
 }
 
 /// What a flush wrote, for [`JobView::mark_flushed`].
@@ -188,11 +216,17 @@ impl JobView {
             stored.sort_unstable();
             merged.extend(snapshots);
             let history: MetricHistory = merged.into_iter().collect();
-            window.rows = history
-                .shared()
-                .filter(|(at, _)| stored.binary_search(at).is_ok())
-                .map(|(at, s)| (at, s.clone()))
-                .collect();
+            window.rows = if stored.len() == history.len() {
+                StoredRows::Window(history.clone())
+            } else {
+                StoredRows::Listed(
+                    history
+                        .shared()
+                        .filter(|(at, _)| stored.binary_search(at).is_ok())
+                        .map(|(at, s)| (at, s.clone()))
+                        .collect(),
+                )
+            };
             slots.insert(
                 StateType::CollectedMetrics,
                 Slot {
@@ -292,12 +326,19 @@ impl JobView {
         history: &'a MetricHistory,
         compression_threshold: usize,
     ) -> Result<WindowWrite<'a>, StateError> {
-        let stored = &self.window.rows;
+        // Both lists are in time order: one walk down both finds the snapshots the database lacks
+        // (or holds another version of) and the rows no longer in the window.
+        let mut stored = self.window.rows.iter().peekable();
         let mut added = Vec::new();
+        let mut trimmed = Vec::new();
         for (at, snapshot) in history.shared() {
-            let known = stored
-                .binary_search_by(|(t, _)| t.cmp(&at))
-                .is_ok_and(|i| SharedSnapshot::ptr_eq(&stored[i].1, snapshot));
+            while let Some((gone, _)) = stored.next_if(|(t, _)| *t < at) {
+                trimmed.push(snapshot_identifier(gone));
+            }
+            let known = match stored.next_if(|(t, _)| *t == at) {
+                Some((_, row)) => SharedSnapshot::ptr_eq(row, snapshot),
+                None => false,
+            };
             if !known {
                 added.push((
                     snapshot_identifier(at),
@@ -305,12 +346,7 @@ impl JobView {
                 ));
             }
         }
-        let kept: Vec<DateTime<Utc>> = history.shared().map(|(at, _)| at).collect();
-        let trimmed = stored
-            .iter()
-            .filter(|(at, _)| kept.binary_search(at).is_err())
-            .map(|(at, _)| snapshot_identifier(*at))
-            .collect();
+        trimmed.extend(stored.map(|(gone, _)| snapshot_identifier(gone)));
         let all = move || {
             history
                 .shared()
@@ -358,7 +394,7 @@ impl JobView {
         {
             self.window = match self.get(StateType::CollectedMetrics) {
                 Some(StateValue::CollectedMetrics(history)) => StoredWindow {
-                    rows: history.shared().map(|(at, s)| (at, s.clone())).collect(),
+                    rows: StoredRows::Window(history.clone()),
                     index: flushed.index,
                     legacy_row: false,
                 },
@@ -426,6 +462,58 @@ mod tests {
         assert_eq!(view.flush_state(StateType::CollectedMetrics), FlushState::NotNeeded);
         view.clear();
         assert!(view.pending().is_empty(), "clearing nothing flushes nothing");
+    }
+
+    /// `(added, trimmed)` identifiers of the window write `view` would flush, its flush recorded.
+    fn flush_window(view: &mut JobView) -> (Vec<String>, Vec<String>) {
+        let (window, flushed) = {
+            let (writes, flushed) = view.writes(usize::MAX).unwrap().unwrap();
+            let window = match writes.window {
+                Some(WindowWrite::Store { added, trimmed, .. }) => {
+                    (added.into_iter().map(|(id, _)| id).collect(), trimmed)
+                }
+                _ => panic!("a window store"),
+            };
+            (window, flushed)
+        };
+        view.mark_flushed(Some(flushed));
+        window
+    }
+
+    #[test]
+    fn a_slid_window_writes_its_new_snapshots_and_trims_the_old() {
+        use chrono::TimeZone as _;
+        let t = |s: i64| Utc.timestamp_opt(s, 0).unwrap();
+        let ids = |secs: &[i64]| {
+            secs.iter()
+                .map(|s| crate::codec::snapshot_identifier(t(*s)))
+                .collect::<Vec<_>>()
+        };
+        let mut view = JobView::default();
+        let mut history = MetricHistory::new();
+        for s in 0..3 {
+            history.insert(t(s), CollectedMetrics::default());
+        }
+        view.put(StateValue::CollectedMetrics(history.clone()));
+        assert_eq!(flush_window(&mut view), (ids(&[0, 1, 2]), vec![]), "all new");
+
+        // The window slides by two: two new snapshots, two trimmed, the kept one not rewritten.
+        history.remove_before(t(2));
+        history.insert(t(3), CollectedMetrics::default());
+        history.insert(t(4), CollectedMetrics::default());
+        view.put(StateValue::CollectedMetrics(history.clone()));
+        assert_eq!(flush_window(&mut view), (ids(&[3, 4]), ids(&[0, 1])));
+
+        // A snapshot replaced at a kept instant is written again; one past every kept is trimmed.
+        let mut replaced = MetricHistory::new();
+        replaced.insert(t(2), CollectedMetrics::default());
+        for (at, snapshot) in history.iter().skip(1).take(1) {
+            replaced.insert(*at, snapshot.clone());
+        }
+        view.put(StateValue::CollectedMetrics(replaced));
+        let (added, trimmed) = flush_window(&mut view);
+        assert_eq!(added, ids(&[2, 3]), "new snapshots, the same instants");
+        assert_eq!(trimmed, ids(&[4]));
     }
 
     #[test]
