@@ -240,7 +240,7 @@ impl KeptConfigurations {
             .units
             .values()
             .flat_map(|jobs| jobs.values())
-            .flat_map(|job| std::iter::once(&job.own).chain(job.merged.as_ref().map(|(_, merged)| merged)))
+            .flat_map(JobConfiguration::held)
             .cloned()
             .collect();
     }
@@ -261,6 +261,19 @@ struct JobConfiguration {
 }
 
 impl JobConfiguration {
+    /// The configurations the job holds: its own and, once merged, the merge.
+    fn held(&self) -> impl Iterator<Item = &Configuration> {
+        std::iter::once(&self.own).chain(self.merged.as_ref().map(|(_, merged)| merged))
+    }
+
+    /// Whether the job holds the very configurations `other` holds (the same allocations).
+    fn holds_the_same(&self, other: &Self) -> bool {
+        let mut theirs = other.held();
+        self.held()
+            .all(|mine| theirs.next().is_some_and(|their| mine.shares_entries_with(their)))
+            && theirs.next().is_none()
+    }
+
     /// The job's configuration over `base`, merged once per base, and shared through `kept` with
     /// the jobs whose merge is equal.
     fn over(&mut self, base: &Configuration, kept: &JobConfigurations) -> Configuration {
@@ -304,16 +317,9 @@ impl JobConfigurations {
         // A configuration goes out of use only with a job that left or was resubmitted, or a
         // merge over an earlier base.
         let dropped = kept.units.get(unit).is_some_and(|before| {
-            before.iter().any(|(id, was)| {
-                jobs.get(id).is_none_or(|now| {
-                    !now.own.shares_entries_with(&was.own)
-                        || match (&now.merged, &was.merged) {
-                            (Some((_, a)), Some((_, b))) => !a.shares_entries_with(b),
-                            (None, None) => false,
-                            _ => true,
-                        }
-                })
-            })
+            before
+                .iter()
+                .any(|(id, was)| jobs.get(id).is_none_or(|now| !now.holds_the_same(was)))
         });
         kept.units.insert(unit.to_owned(), jobs);
         if dropped {

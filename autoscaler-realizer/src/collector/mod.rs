@@ -42,7 +42,7 @@ use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSp
 use chrono::TimeDelta;
 use chrono::{DateTime, Utc};
 use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
@@ -129,10 +129,34 @@ impl CachedVertexNames {
     }
 }
 
-/// The distinct [`VertexQuery`]s in use, by their names.
+/// A [`VertexQuery`] found by its names.
+#[derive(Debug)]
+struct ByNames(Arc<VertexQuery>);
+
+impl std::borrow::Borrow<VertexMetricNames> for ByNames {
+    fn borrow(&self) -> &VertexMetricNames {
+        &self.0.names
+    }
+}
+
+impl PartialEq for ByNames {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.names == other.0.names
+    }
+}
+
+impl Eq for ByNames {}
+
+impl Hash for ByNames {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.names.hash(state);
+    }
+}
+
+/// The distinct [`VertexQuery`]s in use.
 #[derive(Debug, Default)]
 struct SharedQueries {
-    by_names: HashMap<VertexMetricNames, Arc<VertexQuery>>,
+    by_names: HashSet<ByNames>,
     /// Entries after the last sweep of the unused ones; the next sweep comes at twice as many.
     swept_at: usize,
 }
@@ -141,19 +165,19 @@ impl SharedQueries {
     /// The query of `names`, shared with every vertex that asks the same names.
     fn share(&mut self, names: VertexMetricNames) -> Arc<VertexQuery> {
         if let Some(query) = self.by_names.get(&names) {
-            return Arc::clone(query);
+            return Arc::clone(&query.0);
         }
         // Sweeping when the map has doubled keeps it within twice what is in use, at a constant
         // cost per insertion.
         if self.by_names.len() >= 2 * self.swept_at.max(32) {
-            self.by_names.retain(|_, query| Arc::strong_count(query) > 1);
+            self.by_names.retain(|query| Arc::strong_count(&query.0) > 1);
             self.swept_at = self.by_names.len();
         }
         let query = Arc::new(VertexQuery {
             query: crate::rest::metrics_query(names.keys().map(String::as_str), &[]),
-            names: names.clone(),
+            names,
         });
-        self.by_names.insert(names, Arc::clone(&query));
+        self.by_names.insert(ByNames(Arc::clone(&query)));
         query
     }
 }
