@@ -1,15 +1,16 @@
 //! The column digest of a snapshot: the few metrics the window statistics read, laid out densely.
 //!
 //! A [`crate::MetricHistory`] builds one [`Columns`] per snapshot when the snapshot is added, and
-//! never again. Reading a window then runs down a few contiguous columns per snapshot instead of
+//! never again. Reading a window then decodes a few columns per snapshot instead of searching
 //! every snapshot's vertex map, and snapshots that list the same vertices share one id list, so
 //! mapping a position to its topology vertex is resolved once per run of such snapshots rather
-//! than once per sample. The columns hold the same values the maps hold (NaN where absent); no
-//! statistic is precomputed, so every window statistic still sums its samples in time order as
-//! the reference does.
+//! than once per sample. The columns hold the same values the maps hold, bit for bit (NaN where
+//! absent), each kept in as few bytes as its values allow ([`Code`]): a window is most of what a
+//! job costs in memory. No statistic is precomputed, so every window statistic still sums its
+//! samples in time order as the reference does.
 
 use crate::history_stats::{AverageAccumulator, AverageColumn};
-use crate::{CollectedMetrics, JobTopology, MetricHistory, ScalingMetric, VertexId};
+use crate::{CollectedMetrics, JobTopology, MetricHistory, MetricValues, ScalingMetric, VertexId};
 use std::sync::Arc;
 
 /// The metrics a [`Columns`] holds, column `c` being `WINDOW_COLUMNS[c]`; the ones window
@@ -47,19 +48,188 @@ pub(crate) const fn column(metric: ScalingMetric) -> usize {
 }
 
 /// The digest of one snapshot: its vertex ids in map order and, column by column, the values of
-/// [`WINDOW_COLUMNS`] for each id in that order (NaN where absent).
+/// [`WINDOW_COLUMNS`] for each id in that order (NaN where absent), each column kept as
+/// compactly as its values allow without changing a bit of them ([`Code`]); and the job-wide
+/// metrics, their values alone in [`ScalingMetric::ALL`] order (a job-wide map holds a handful
+/// of its 24 slots), each value's 8 bytes as they are.
 #[derive(Debug)]
 pub(crate) struct Columns {
     /// The snapshot's vertex ids in its map's (sorted) order; the same allocation as the
     /// neighbouring snapshot's when both list the same vertices.
     pub(crate) ids: Arc<[VertexId]>,
-    /// Column `c` of [`WINDOW_COLUMNS`] is `values[c * n..(c + 1) * n]`, `n` the number of ids.
-    values: Box<[f64]>,
+    /// The job-wide values (8 bytes each), then the columns one after the other, column `c` as
+    /// `codes[c]` says.
+    data: Box<[u8]>,
+    /// The job-wide metrics present (bit `metric.index()`).
+    global: u32,
+    /// How each column is kept ([`Code::pack`]).
+    codes: [u8; WINDOW_COLUMNS.len()],
     /// Which metrics each vertex has and where the averaged columns are NaN: the same allocation
     /// as the neighbouring snapshot's when both are alike, as they nearly always are.
     shape: Arc<Shape>,
     /// Bit `c` is set when no value of column `c` is infinite.
-    no_infinite: u32,
+    no_infinite: u8,
+}
+
+/// Where each column of a [`Columns`] starts in its bytes, and where the last one ends.
+pub(crate) type Starts = [usize; WINDOW_COLUMNS.len() + 1];
+
+/// How one column of a [`Columns`] is laid out in its bytes, chosen per column and snapshot as
+/// the fewest bytes that give back every value bit for bit.
+///
+/// When some value of the column is the canonical NaN (`f64::NAN`, what an absent metric reads),
+/// the column starts with a bitmap of those positions (`ceil(n / 8)` bytes, bit `k % 8` of byte
+/// `k / 8` for position `k`) and only the other positions follow. Each of those takes `width`
+/// bytes, little-endian:
+/// - with `scale` [`Code::RAW`], the value's own 8 bytes (any `f64`: infinities, other NaNs, `-0.0`);
+/// - otherwise the zigzag of an integer `m` such that `m as f64 / 10^scale` is the value, bit for
+///   bit: counters and other whole numbers take `scale` 0, Flink's per-second milliseconds over
+///   1000 (busy and backpressured ratios) `scale` 3, and `width` is what the largest `|m|` needs
+///   (0 when every value is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Code {
+    scale: u8,
+    width: u8,
+    masked: bool,
+}
+
+/// The exact powers of ten a [`Code`] may scale by (every one is an exact `f64`).
+const POWERS_OF_TEN: [f64; 7] = [1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6];
+
+// Every scale has its power of ten, and the raw one is not among them.
+const _: () = assert!(POWERS_OF_TEN.len() == Code::RAW as usize);
+
+/// The canonical NaN's bits: the positions holding them are the ones a masked column elides.
+const NAN_BITS: u64 = 0x7ff8_0000_0000_0000;
+
+impl Code {
+    /// The `scale` of a column kept as raw `f64` bits.
+    const RAW: u8 = 7;
+
+    /// The code in one byte: `scale` in bits 0..3, `width` (0 to 8) in bits 3..7, `masked` bit 7.
+    #[inline]
+    fn pack(self) -> u8 {
+        self.scale | self.width << 3 | u8::from(self.masked) << 7
+    }
+
+    /// The inverse of [`Code::pack`].
+    #[inline]
+    fn unpack(byte: u8) -> Self {
+        Self {
+            scale: byte & 0b111,
+            width: (byte >> 3) & 0b1111,
+            masked: byte & 0x80 != 0,
+        }
+    }
+
+    /// The value an integer `m` stands for at `scale` (not [`Code::RAW`]): the one decoding rule,
+    /// which [`Code::choose`] also applies to check that a scale gives back every value.
+    #[inline]
+    fn scaled(m: i64, scale: u8) -> f64 {
+        m as f64 / POWERS_OF_TEN[usize::from(scale)]
+    }
+
+    /// The fewest bytes that keep `values` bit for bit.
+    fn choose(values: &[f64]) -> Self {
+        let masked = values.iter().any(|v| v.to_bits() == NAN_BITS);
+        let kept = || values.iter().copied().filter(|v| v.to_bits() != NAN_BITS);
+        let raw = Self {
+            scale: Self::RAW,
+            width: 8,
+            masked,
+        };
+        for scale in 0..POWERS_OF_TEN.len() as u8 {
+            let mut largest = 0u64;
+            let exact = kept().all(|v| {
+                let m = (v * POWERS_OF_TEN[usize::from(scale)]).round();
+                // Beyond 2^53 not every integer is an f64, and `as i64` would saturate.
+                let ok = m.abs() < 9_007_199_254_740_992.0 && Self::scaled(m as i64, scale).to_bits() == v.to_bits();
+                largest = largest.max(zigzag(m as i64));
+                ok
+            });
+            if exact {
+                let width = (u64::BITS - largest.leading_zeros()).div_ceil(8) as u8;
+                return if width < 8 { Self { scale, width, masked } } else { raw };
+            }
+        }
+        raw
+    }
+
+    /// The bytes of a column of `n` values of which `kept` are not elided.
+    #[inline]
+    fn len(self, n: usize, kept: usize) -> usize {
+        let mask = if self.masked { n.div_ceil(8) } else { 0 };
+        mask + kept * usize::from(self.width)
+    }
+
+    /// The value of the word `word` (its `width` low bytes).
+    #[inline]
+    fn decode(self, word: u64) -> f64 {
+        if self.scale == Self::RAW {
+            f64::from_bits(word)
+        } else {
+            Self::scaled(unzigzag(word), self.scale)
+        }
+    }
+
+    /// Appends the values of the `count` words `words` to `out`: one loop per width, so that
+    /// each reads its words with fixed-size loads.
+    fn decode_all(self, words: &[u8], count: usize, out: &mut Vec<f64>) {
+        fn scaled<const W: usize>(words: &[u8], scale: u8, out: &mut Vec<f64>) {
+            out.extend(words.chunks_exact(W).map(|w| {
+                let mut bytes = [0u8; 8];
+                bytes[..W].copy_from_slice(w);
+                Code::scaled(unzigzag(u64::from_le_bytes(bytes)), scale)
+            }));
+        }
+        let scale = self.scale;
+        match (scale == Self::RAW, self.width) {
+            (true, _) => out.extend(
+                words
+                    .chunks_exact(8)
+                    .map(|w| f64::from_bits(<[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes))),
+            ),
+            (false, 0) => out.extend(std::iter::repeat_n(Self::scaled(0, scale), count)),
+            (false, 1) => scaled::<1>(words, scale, out),
+            (false, 2) => scaled::<2>(words, scale, out),
+            (false, 3) => scaled::<3>(words, scale, out),
+            (false, 4) => scaled::<4>(words, scale, out),
+            (false, 5) => scaled::<5>(words, scale, out),
+            (false, 6) => scaled::<6>(words, scale, out),
+            // A scaled word is at most 7 bytes ([`Code::choose`]).
+            (false, _) => scaled::<7>(words, scale, out),
+        }
+    }
+
+    /// Appends the word of `value` (known to be kept exactly) to `out`.
+    fn encode(self, value: f64, out: &mut Vec<u8>) {
+        let word = if self.scale == Self::RAW {
+            value.to_bits()
+        } else {
+            zigzag((value * POWERS_OF_TEN[usize::from(self.scale)]).round() as i64)
+        };
+        out.extend_from_slice(&word.to_le_bytes()[..usize::from(self.width)]);
+    }
+}
+
+/// Signed to unsigned, small magnitudes to small numbers: 0, -1, 1, -2 to 0, 1, 2, 3.
+#[inline]
+fn zigzag(m: i64) -> u64 {
+    ((m << 1) ^ (m >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+#[inline]
+fn unzigzag(word: u64) -> i64 {
+    ((word >> 1) as i64) ^ -((word & 1) as i64)
+}
+
+/// The little-endian word of `bytes` (at most 8).
+#[inline]
+fn word(bytes: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    buf[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(buf)
 }
 
 /// The part of a [`Columns`] that neighbouring snapshots usually have alike.
@@ -84,20 +254,20 @@ impl Columns {
     pub(crate) fn of(snapshot: &CollectedMetrics, neighbour: Option<&Columns>) -> Self {
         let vertices = &snapshot.vertex_metrics;
         let n = vertices.len();
-        let mut values = vec![f64::NAN; n * WINDOW_COLUMNS.len()].into_boxed_slice();
+        let mut values = vec![f64::NAN; n * WINDOW_COLUMNS.len()];
         for (k, metrics) in vertices.values().enumerate() {
             for (c, metric) in WINDOW_COLUMNS.iter().enumerate() {
                 values[c * n + k] = metrics.get_or_absent(*metric);
             }
         }
+        let column = |c: usize| &values[c * n..(c + 1) * n];
         let present: Box<[u32]> = vertices.values().map(|m| m.present_bits()).collect();
         let union = present.iter().fold(0, |bits, p| bits | p);
         let no_infinite = (0..WINDOW_COLUMNS.len())
-            .filter(|&c| !values[c * n..(c + 1) * n].iter().any(|x| x.is_infinite()))
+            .filter(|&c| !column(c).iter().any(|x| x.is_infinite()))
             .fold(0, |bits, c| bits | 1 << c);
         let nan_positions = std::array::from_fn(|c| {
-            let column = &values[c * n..(c + 1) * n];
-            let nan = column
+            let nan = column(c)
                 .iter()
                 .enumerate()
                 .filter(|(_, x)| x.is_nan())
@@ -128,19 +298,117 @@ impl Columns {
             }
             _ => vertices.keys().cloned().collect(),
         };
+        let codes: [Code; WINDOW_COLUMNS.len()] = std::array::from_fn(|c| Code::choose(column(c)));
+        let mut data = Vec::new();
+        for (_, value) in snapshot.global_metrics.iter() {
+            data.extend_from_slice(&value.to_bits().to_le_bytes());
+        }
+        for (c, code) in codes.iter().enumerate() {
+            if code.masked {
+                let mut mask = vec![0u8; n.div_ceil(8)];
+                for (k, v) in column(c).iter().enumerate() {
+                    if v.to_bits() == NAN_BITS {
+                        mask[k / 8] |= 1 << (k % 8);
+                    }
+                }
+                data.extend_from_slice(&mask);
+            }
+            for &v in column(c).iter().filter(|v| !code.masked || v.to_bits() != NAN_BITS) {
+                code.encode(v, &mut data);
+            }
+        }
         Self {
             ids,
-            values,
+            data: data.into_boxed_slice(),
+            codes: codes.map(Code::pack),
+            global: snapshot.global_metrics.present_bits(),
             shape,
             no_infinite,
         }
     }
 
-    /// The values of column `c` ([`column`]), one per id.
-    #[inline]
-    pub(crate) fn column(&self, c: usize) -> &[f64] {
+    /// Where each column starts in `data`, and (last) where the last one ends: one walk over
+    /// the codes, counting a masked column's elided positions.
+    pub(crate) fn starts(&self) -> Starts {
+        self.starts_through(WINDOW_COLUMNS.len() - 1)
+    }
+
+    /// [`starts`](Self::starts) as far as the end of column `last` (the later entries are that
+    /// end too): a column's bytes need only the columns before it.
+    fn starts_through(&self, last: usize) -> Starts {
         let n = self.ids.len();
-        &self.values[c * n..(c + 1) * n]
+        let mask_len = n.div_ceil(8);
+        let mut at = 8 * self.global.count_ones() as usize;
+        let mut starts = [at; WINDOW_COLUMNS.len() + 1];
+        for (c, &byte) in self.codes.iter().enumerate().take(last + 1) {
+            starts[c] = at;
+            let code = Code::unpack(byte);
+            let kept = if code.masked {
+                let mask = self.data.get(at..at + mask_len).unwrap_or_default();
+                n - mask.iter().map(|b| b.count_ones() as usize).sum::<usize>()
+            } else {
+                n
+            };
+            at += code.len(n, kept);
+        }
+        starts[last + 1..].fill(at);
+        starts
+    }
+
+    /// The bytes of column `c` given the [`starts`](Self::starts): its NaN bitmap (empty when
+    /// not masked) and its kept words.
+    fn bytes_at(&self, c: usize, starts: &Starts) -> (&[u8], &[u8]) {
+        let mask = if Code::unpack(self.codes[c]).masked {
+            self.ids.len().div_ceil(8)
+        } else {
+            0
+        };
+        let column = self.data.get(starts[c]..starts[c + 1]).unwrap_or_default();
+        column.split_at(mask.min(column.len()))
+    }
+
+    /// The bytes of column `c`: its NaN bitmap (empty when not masked) and its kept words.
+    #[cfg(test)]
+    fn bytes(&self, c: usize) -> (&[u8], &[u8]) {
+        self.bytes_at(c, &self.starts())
+    }
+
+    /// Appends the values of each column of `columns` ([`column`]), one per id, to the `out` at
+    /// the same index: one walk over the codes for them all.
+    pub(crate) fn decode_columns<const N: usize>(&self, columns: [usize; N], out: &mut [Vec<f64>; N]) {
+        let starts = self.starts();
+        for (c, out) in columns.into_iter().zip(out.iter_mut()) {
+            self.decode_at(c, self.bytes_at(c, &starts), out);
+        }
+    }
+
+    /// Appends the values of column `c` ([`column`]), one per id, to `out`.
+    #[cfg(test)]
+    pub(crate) fn decode_column(&self, c: usize, out: &mut Vec<f64>) {
+        self.decode_at(c, self.bytes(c), out);
+    }
+
+    /// Appends the values of column `c`, whose bytes are `(mask, words)`, to `out`.
+    fn decode_at(&self, c: usize, (mask, words): (&[u8], &[u8]), out: &mut Vec<f64>) {
+        let code = Code::unpack(self.codes[c]);
+        let n = self.ids.len();
+        let start = out.len();
+        let elided: u32 = mask.iter().map(|b| b.count_ones()).sum();
+        let kept = n - elided as usize;
+        code.decode_all(words, kept, out);
+        if code.masked {
+            // The kept values move to their positions, from the last, with NaN in between.
+            out.resize(start + n, f64::NAN);
+            let mut from = start + kept;
+            for k in (0..n).rev() {
+                if mask[k / 8] & (1 << (k % 8)) != 0 {
+                    out[start + k] = f64::NAN;
+                } else {
+                    from -= 1;
+                    out[start + k] = out[from];
+                }
+            }
+        }
     }
 
     /// Whether no value of column `c` is infinite.
@@ -175,9 +443,58 @@ impl Columns {
     }
 
     /// The value of column `c` for the id at position `k`.
-    #[inline]
     pub(crate) fn value(&self, c: usize, k: usize) -> f64 {
-        self.values[c * self.ids.len() + k]
+        self.value_at(c, k, &self.starts_through(c))
+    }
+
+    /// [`value`](Self::value) given the column [`starts`](Self::starts) (through column `c`),
+    /// for a caller reading several values of the snapshot.
+    pub(crate) fn value_at(&self, c: usize, k: usize, starts: &Starts) -> f64 {
+        let code = Code::unpack(self.codes[c]);
+        let (mask, words) = self.bytes_at(c, starts);
+        let mut index = k;
+        if code.masked {
+            if mask[k / 8] & (1 << (k % 8)) != 0 {
+                return f64::NAN;
+            }
+            // The kept words skip the elided positions before `k`.
+            let elided: u32 = mask[..k / 8].iter().map(|b| b.count_ones()).sum::<u32>()
+                + (mask[k / 8] & ((1u8 << (k % 8)) - 1)).count_ones();
+            index = k - elided as usize;
+        }
+        let width = usize::from(code.width);
+        words
+            .get(index * width..(index + 1) * width)
+            .map_or(f64::NAN, |w| code.decode(word(w)))
+    }
+
+    /// The job-wide value of `metric`, NaN when absent (as [`MetricValues::get_or_absent`]).
+    #[inline]
+    pub(crate) fn global_value(&self, metric: ScalingMetric) -> f64 {
+        let bit = 1u32 << metric.index();
+        if self.global & bit == 0 {
+            return f64::NAN;
+        }
+        let at = 8 * (self.global & (bit - 1)).count_ones() as usize;
+        self.data.get(at..at + 8).map_or(f64::NAN, |w| f64::from_bits(word(w)))
+    }
+
+    /// The job-wide metrics as a map.
+    pub(crate) fn global(&self) -> MetricValues {
+        let mut map = MetricValues::new();
+        let present = ScalingMetric::ALL
+            .iter()
+            .filter(|m| self.global & (1 << m.index()) != 0);
+        for (metric, w) in present.zip(self.data.chunks_exact(8)) {
+            map.insert(*metric, f64::from_bits(word(w)));
+        }
+        map
+    }
+
+    /// The bytes the column values take (for the tests' and the docs' figures).
+    #[cfg(test)]
+    fn data_len(&self) -> usize {
+        self.data.len()
     }
 }
 
@@ -217,7 +534,7 @@ pub(crate) fn scan<const N: usize>(
     };
     let samples: Vec<&Columns> = history.with_columns().map(|(_, columns)| columns).collect();
     let mut slot = AverageColumn::default();
-    let mut run_columns: Vec<&[f64]> = Vec::with_capacity(samples.len());
+    let mut decoded: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
     let mut seen: Vec<u32> = Vec::new();
     let mut start = 0;
     while let Some(first) = samples.get(start) {
@@ -227,14 +544,22 @@ pub(crate) fn scan<const N: usize>(
             .unwrap_or(samples.len() - start);
         let run = &samples[start..start + len];
         let vertices: Vec<Option<usize>> = first.ids.iter().map(|id| topology.index_of(id.as_str())).collect();
+        decoded.iter_mut().for_each(Vec::clear);
+        for columns in run {
+            columns.decode_columns(averaged, &mut decoded);
+        }
         for (c, &column) in averaged.iter().enumerate() {
             slot.reset(
                 vertices
                     .iter()
                     .map(|v| v.map_or_else(Default::default, |v| out.averages[v][c])),
             );
-            run_columns.clear();
-            run_columns.extend(run.iter().map(|columns| columns.column(column)));
+            let n = first.ids.len();
+            let run_columns: Vec<&[f64]> = if n == 0 {
+                vec![&[]; run.len()]
+            } else {
+                decoded[c].chunks_exact(n).collect()
+            };
             // Where the run's columns are NaN at the same positions throughout and infinite
             // nowhere, those positions take no sample and every other one a finite sample.
             let nan_only_at = first.nan_positions(column).filter(|nan| {
@@ -273,7 +598,7 @@ pub(crate) fn scan<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MetricValues, ScalingMetric::*};
+    use crate::ScalingMetric::*;
     use chrono::{TimeZone, Utc};
 
     fn snapshot(ids: &[&str], load: f64) -> CollectedMetrics {
@@ -291,11 +616,131 @@ mod tests {
         }
     }
 
+    fn values(columns: &Columns, c: usize) -> Vec<f64> {
+        let mut out = Vec::new();
+        columns.decode_column(c, &mut out);
+        out
+    }
+
+    /// A snapshot whose vertex `k` has `values[k]` as `Load`, and each other window column as
+    /// the value after it (wrapping), so that every column holds every kind of value.
+    fn snapshot_of(values: &[f64]) -> CollectedMetrics {
+        CollectedMetrics {
+            vertex_metrics: (0..values.len())
+                .map(|k| {
+                    (
+                        VertexId::new(format!("v{k:04}")),
+                        WINDOW_COLUMNS
+                            .iter()
+                            .enumerate()
+                            .map(|(c, metric)| (*metric, values[(k + c) % values.len()]))
+                            .collect(),
+                    )
+                })
+                .collect(),
+            global_metrics: MetricValues::new(),
+        }
+    }
+
+    fn any_value() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<f64>(),
+            Just(f64::NAN),
+            Just(-0.0),
+            Just(0.0),
+            Just(f64::INFINITY),
+            (-1000i64..1000).prop_map(|m| m as f64),
+            (0i64..1_000_000_000_000).prop_map(|m| m as f64),
+            (0i64..=1000).prop_map(|m| m as f64 / 1000.0),
+            (-100_000i64..100_000).prop_map(|m| m as f64 / 100.0),
+            Just(f64::from_bits(0x7ff8_0000_0000_0001)),
+            Just(9_007_199_254_740_993.0),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn columns_give_back_every_value_bit_for_bit(values in proptest::collection::vec(any_value(), 0..40)) {
+            let snapshot = snapshot_of(&values);
+            let c = Columns::of(&snapshot, None);
+            for (k, metrics) in snapshot.vertex_metrics.values().enumerate() {
+                for (col, metric) in WINDOW_COLUMNS.iter().enumerate() {
+                    let want = metrics.get_or_absent(*metric).to_bits();
+                    proptest::prop_assert_eq!(c.value(col, k).to_bits(), want, "column {} position {}", col, k);
+                }
+            }
+            for (col, metric) in WINDOW_COLUMNS.iter().enumerate() {
+                let decoded: Vec<u64> = super::tests::values(&c, col).iter().map(|v| v.to_bits()).collect();
+                let want: Vec<u64> = snapshot.vertex_metrics.values().map(|m| m.get_or_absent(*metric).to_bits()).collect();
+                proptest::prop_assert_eq!(decoded, want);
+            }
+        }
+    }
+
+    #[test]
+    fn job_wide_values_read_as_their_map() {
+        let mut snapshot = snapshot(&["a"], 0.5);
+        let map = &mut snapshot.global_metrics;
+        map.insert(Lag, 5.0);
+        map.insert(Load, f64::NAN);
+        map.insert(NumRecordsOut, -0.0);
+        let c = Columns::of(&snapshot, None);
+        // Three present values, kept in index order (Load, Lag, NumRecordsOut), 8 bytes each,
+        // before the columns: "a"'s load 0.5 (scale 1, zigzag 10: width 1), then a 1-byte NaN
+        // bitmap for each of the seven columns "a" lacks.
+        assert_eq!(c.data_len(), 3 * 8 + 1 + 7);
+        assert_eq!(c.global_value(Lag), 5.0);
+        assert!(c.global_value(Load).is_nan(), "present with NaN");
+        assert!(c.global_value(ObservedTpr).is_nan(), "absent");
+        assert_eq!(c.global_value(NumRecordsOut).to_bits(), (-0.0f64).to_bits());
+        let back = c.global();
+        assert_eq!(back, snapshot.global_metrics);
+        assert!(back.contains(Load) && !back.contains(ObservedTpr));
+        assert_eq!(values(&c, column(Load)), [0.5]);
+        assert!(Columns::of(&CollectedMetrics::default(), None).global().is_empty());
+    }
+
+    #[test]
+    fn columns_take_the_bytes_their_values_need() {
+        // Worked by hand for 10 vertices: the busy ratios 0.001 to 0.010 (scale 3, width 1: the
+        // zigzags 2 to 20), whole counters up to 10^9 (scale 0: zigzag 2 * 10^9 < 2^32, width 4),
+        // a column absent but at one position (a 2-byte NaN bitmap and one word) and a column of
+        // arbitrary ratios (8 bytes each).
+        let load: Vec<f64> = (1..=10).map(|m| m as f64 / 1000.0).collect();
+        let records: Vec<f64> = (1..=10).map(|m| (m * 100_000_000) as f64).collect();
+        let rates: Vec<f64> = (1..=10).map(|m| 1.0 / (m as f64 + 2.0)).collect();
+        let snapshot = CollectedMetrics {
+            vertex_metrics: (0..10)
+                .map(|k| {
+                    let mut values = MetricValues::from_iter([
+                        (Load, load[k]),
+                        (NumRecordsIn, records[k]),
+                        (NumRecordsInPerSecond, rates[k]),
+                    ]);
+                    if k == 0 {
+                        values.insert(Lag, 7.0);
+                    }
+                    (VertexId::new(format!("v{k}")), values)
+                })
+                .collect(),
+            global_metrics: MetricValues::new(),
+        };
+        let c = Columns::of(&snapshot, None);
+        // Load 10 * 1, rates 10 * 8, records 10 * 4, lag 2 + 1 (zigzag 14), and the four other
+        // columns absent everywhere: 2 bytes of bitmap each.
+        assert_eq!(c.data_len(), 10 + 80 + 40 + 3 + 4 * 2);
+        assert_eq!(values(&c, column(Load)), load);
+        assert_eq!(values(&c, column(NumRecordsIn)), records);
+        assert_eq!(c.value(column(Lag), 0), 7.0);
+        assert!(c.value(column(Lag), 1).is_nan());
+    }
+
     #[test]
     fn columns_hold_the_values_and_every_present_bit() {
         let c = Columns::of(&snapshot(&["b", "a"], 0.5), None);
         assert_eq!(&*c.ids, [VertexId::new("a"), VertexId::new("b")]);
-        assert_eq!(c.column(column(Load)), [0.5, 0.5]);
+        assert_eq!(values(&c, column(Load)), [0.5, 0.5]);
         assert!(c.value(column(NumRecordsIn), 1).is_nan(), "absent reads NaN");
         assert_eq!(c.union(), (1 << Load.index()) | (1 << Parallelism.index()));
     }
@@ -317,7 +762,7 @@ mod tests {
         // Other values, the same metrics and NaN positions: one shape.
         let next = Columns::of(&snapshot(&["a", "b"], 0.7), Some(&first));
         assert!(Arc::ptr_eq(&first.shape, &next.shape));
-        assert_eq!(next.column(column(Load)), [0.7, 0.7]);
+        assert_eq!(values(&next, column(Load)), [0.7, 0.7]);
         // A NaN where there was a value: a shape of its own, the unchanged columns' NaN
         // positions still shared.
         let nan = Columns::of(&snapshot(&["a", "b"], f64::NAN), Some(&next));

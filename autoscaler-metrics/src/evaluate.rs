@@ -320,7 +320,17 @@ impl Window {
         // the vertex's earliest and latest snapshot; only when one of them lacks the counter is
         // the vertex's whole series read.
         let samples: Vec<_> = history.with_columns().collect();
-        let value = |(i, k): RowAt, c: usize| samples[i].1.value(c, k);
+        // Nearly every vertex's ends are the same two snapshots: their column starts are found
+        // once.
+        let mut starts: Vec<(usize, crate::columns::Starts)> = Vec::with_capacity(2);
+        let mut starts_of = |i: usize| match starts.iter().find(|(at, _)| *at == i) {
+            Some((_, s)) => *s,
+            None => {
+                let s = samples[i].1.starts();
+                starts.push((i, s));
+                s
+            }
+        };
         for (v, (s, ends)) in series.iter_mut().zip(&scan.ends).enumerate() {
             let Some((first_at, last_at)) = *ends else {
                 continue;
@@ -329,8 +339,10 @@ impl Window {
             // single sample (no rate).
             let elapsed = (first_at.0 != last_at.0)
                 .then(|| history_stats::elapsed_millis(samples[first_at.0].0, samples[last_at.0].0));
+            let ends_starts = (starts_of(first_at.0), starts_of(last_at.0));
+            let value = |(i, k): RowAt, c: usize, starts: &crate::columns::Starts| samples[i].1.value_at(c, k, starts);
             let rate = |(metric, c): (ScalingMetric, usize)| {
-                let (a, b) = (value(first_at, c), value(last_at, c));
+                let (a, b) = (value(first_at, c, &ends_starts.0), value(last_at, c, &ends_starts.1));
                 if s.seen & (1 << metric.index()) == 0 {
                     // Never collected: no sample, NaN rate.
                     return f64::NAN;

@@ -204,47 +204,6 @@ impl<T: MetricSlot> MetricMap<T> {
     }
 }
 
-/// A [`MetricValues`] kept small: the present metrics as a bit set and their values alone, in
-/// [`ScalingMetric::ALL`] order (a job-wide map holds a handful of its 24 slots, so this is about
-/// a fifth of its size). Values keep their bits, NaN payloads included.
-#[derive(Debug, Clone)]
-pub(crate) struct PackedValues {
-    present: u32,
-    values: Box<[f64]>,
-}
-
-impl PackedValues {
-    /// The present entries of `map`.
-    pub(crate) fn of(map: &MetricValues) -> Self {
-        Self {
-            present: map.present,
-            values: map.iter().map(|(_, value)| value).collect(),
-        }
-    }
-
-    /// The value of `metric`, or NaN when absent (as [`MetricMap::get_or_absent`]).
-    #[inline]
-    pub(crate) fn get_or_absent(&self, metric: ScalingMetric) -> f64 {
-        let bit = 1u32 << metric.index();
-        if self.present & bit == 0 {
-            return f64::NAN;
-        }
-        self.values[(self.present & (bit - 1)).count_ones() as usize]
-    }
-
-    /// The map again.
-    pub(crate) fn unpack(&self) -> MetricValues {
-        let mut map = MetricValues::new();
-        let present = ScalingMetric::ALL
-            .iter()
-            .filter(|m| self.present & (1 << m.index()) != 0);
-        for (metric, value) in present.zip(self.values.iter()) {
-            map.insert(*metric, *value);
-        }
-        map
-    }
-}
-
 /// Java `Double.equals` semantics: NaN equals NaN (absent slots hold NaN, so plain `==` would make
 /// every map with an absent metric unequal to itself).
 fn same_f64(a: f64, b: f64) -> bool {
@@ -362,28 +321,6 @@ pub fn round_metric(value: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn packed_values_read_as_their_map() {
-        let mut map = MetricValues::new();
-        map.insert(ScalingMetric::Lag, 5.0);
-        map.insert(ScalingMetric::Load, f64::NAN);
-        map.insert(ScalingMetric::NumRecordsOut, -0.0);
-        let packed = PackedValues::of(&map);
-        // Three present values, kept in index order: Load, Lag, NumRecordsOut.
-        assert_eq!(packed.values.len(), 3);
-        assert_eq!(packed.get_or_absent(ScalingMetric::Lag), 5.0);
-        assert!(packed.get_or_absent(ScalingMetric::Load).is_nan(), "present with NaN");
-        assert!(packed.get_or_absent(ScalingMetric::ObservedTpr).is_nan(), "absent");
-        assert_eq!(
-            packed.get_or_absent(ScalingMetric::NumRecordsOut).to_bits(),
-            (-0.0f64).to_bits()
-        );
-        let back = packed.unpack();
-        assert_eq!(back, map);
-        assert!(back.contains(ScalingMetric::Load) && !back.contains(ScalingMetric::ObservedTpr));
-        assert!(PackedValues::of(&MetricValues::new()).unpack().is_empty());
-    }
 
     #[test]
     fn names_round_trip_and_count_is_24() {
