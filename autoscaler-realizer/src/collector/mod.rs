@@ -104,7 +104,8 @@ struct CachedVertexNames {
     query: Arc<VertexQuery>,
     /// The request of the vertex's aggregated metrics, built at its first use, with the job id it
     /// was built for.
-    request: OnceLock<(String, PreparedRequest)>,
+    /// Boxed: most of a job's vertices are in one node of its map, and a box keeps the node small.
+    request: OnceLock<Box<(String, PreparedRequest)>>,
 }
 
 /// The metric names asked of a vertex and the query asking them.
@@ -381,13 +382,13 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
             } else {
                 // The request built for this job on this client, else a new one (kept if none was).
                 let built;
-                let request = match cached.request.get() {
+                let request = match cached.request.get().map(|kept| &**kept) {
                     Some((id, request)) if id == job_id && client.prepared_here(request) => request,
                     _ => {
                         built = client
                             .prepare_vertex_aggregated_metrics(job_id, vertex.as_str(), &cached.query.query)
                             .map_err(failed)?;
-                        let _ = cached.request.set((job_id.to_owned(), built.clone()));
+                        let _ = cached.request.set(Box::new((job_id.to_owned(), built.clone())));
                         &built
                     }
                 };

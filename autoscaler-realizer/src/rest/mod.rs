@@ -405,7 +405,7 @@ impl FlinkRestClient {
 
     /// Whether `request` was prepared by a client with this one's base URL.
     pub(crate) fn prepared_here(&self, request: &PreparedRequest) -> bool {
-        request.url.as_str().get(..request.relative.start) == Some(self.inner.request_base.as_str())
+        request.target.as_bytes().get(..request.relative.start) == Some(self.inner.request_base.as_str().as_bytes())
     }
 
     /// `GET /jobs/{jobid}/vertices/{vertexid}/metrics?get=<subtask>.<name>,...`: per-subtask values.
@@ -554,8 +554,7 @@ impl FlinkRestClient {
         PreparedRequest {
             route,
             relative: (before_path + path.relative_start).min(after_path)..after_path,
-            uri: self.inner.transport.uri_for(&url),
-            url,
+            target: self.inner.transport.target(url),
         }
     }
 
@@ -649,7 +648,7 @@ impl FlinkRestClient {
         let exchanged = self
             .inner
             .transport
-            .exchange(&method, &prepared.url, prepared.uri.as_ref(), body, self.timeout, limit)
+            .exchange(&method, &prepared.target, body, self.timeout, limit)
             .await;
         let (status, bytes) = exchanged.map_err(|failure| match failure {
             transport::Failure::Timeout => RestError::Timeout {
@@ -701,18 +700,21 @@ impl RequestPath {
 pub(crate) struct PreparedRequest {
     /// The route template (`/jobs/:jobid`), the `endpoint` label of the request metrics.
     route: &'static str,
-    /// The base URL with the path and query set.
-    url: Url,
-    /// `url` as the direct client sends it ([`transport::Transport::uri_for`]).
-    uri: Option<http::Uri>,
-    /// Where the endpoint's part of the path (`jobs/<id>`) lies in `url`'s text.
+    /// The base URL with the path and query set, as the client sends it (one copy of its text).
+    target: transport::Target,
+    /// Where the endpoint's part of the path (`jobs/<id>`) lies in the URL's text.
     relative: Range<usize>,
 }
 
 impl PreparedRequest {
+    /// The URL's text: the base URL with the path and query set.
+    fn url(&self) -> &str {
+        self.target.as_str()
+    }
+
     /// The endpoint's part of the path (`jobs/<id>`), as errors name it.
     fn relative(&self) -> &str {
-        self.url.as_str().get(self.relative.clone()).unwrap_or_default()
+        self.url().get(self.relative.clone()).unwrap_or_default()
     }
 }
 
@@ -943,7 +945,15 @@ mod tests {
             assert_eq!(path.relative(), relative);
             let query = metrics_query(names, &[Aggregation::Min, Aggregation::Max]);
             let request = client.prepare(SUBTASK_METRICS_ROUTE, &path, &query);
-            assert_eq!(request.url.as_str(), expected.as_str());
+            assert_eq!(request.url(), expected.as_str());
+            // The direct client's URI is the same text, not a copy of it.
+            match &request.target {
+                transport::Target::Uri { text, uri } => {
+                    let path = uri.path_and_query().expect("a path").as_str();
+                    assert!(text.as_ptr_range().contains(&path.as_ptr()), "{path} is in {text:?}");
+                }
+                other => panic!("the plain client takes a URI, not {other:?}"),
+            }
             assert_eq!(request.relative(), relative);
             assert!(client.prepared_here(&request));
             let other = FlinkRestClient::new("http://127.0.0.1:8081/other", RestClientConfig::default());

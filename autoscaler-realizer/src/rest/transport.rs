@@ -96,20 +96,31 @@ impl Transport {
         })
     }
 
-    /// The URI of `url` for the direct client; `None` when requests go through reqwest (which
-    /// takes the URL itself) or the URL is not a valid URI (reqwest then reports it).
-    pub(super) fn uri_for(&self, url: &Url) -> Option<http::Uri> {
-        self.plain.as_ref()?;
-        http::Uri::try_from(url.as_str()).ok()
+    /// Where requests to `url` go: the direct client's URI, sharing the URL's text, or the URL
+    /// itself when requests go through reqwest or the URL is not a valid URI (reqwest then
+    /// reports it).
+    pub(super) fn target(&self, url: Url) -> Target {
+        if self.plain.is_some() {
+            let text = Bytes::from(String::from(url));
+            return match http::Uri::from_maybe_shared(text.clone()) {
+                Ok(uri) => Target::Uri { text, uri },
+                // Parsed back from the text it was written as.
+                Err(_) => match std::str::from_utf8(&text).map(Url::parse) {
+                    Ok(Ok(url)) => Target::Url(url),
+                    _ => Target::Unsendable(text),
+                },
+            };
+        }
+        Target::Url(url)
     }
 
-    /// Sends `method` to `url` (via `uri` when the direct client has one) with the JSON `body`,
-    /// and reads the answer's status and at most `limit` bytes of body, all within `timeout`.
+    /// Sends `method` to `target` (via the direct client when it has a URI) with the JSON
+    /// `body`, and reads the answer's status and at most `limit` bytes of body, all within
+    /// `timeout`.
     pub(super) async fn exchange(
         &self,
         method: &Method,
-        url: &Url,
-        uri: Option<&http::Uri>,
+        target: &Target,
         body: Option<Vec<u8>>,
         timeout: Duration,
         limit: usize,
@@ -117,7 +128,7 @@ impl Transport {
         let exchange = async {
             let body = body.map(Bytes::from);
             let direct = self.plain.as_ref().filter(|_| !self.redirected.load(Ordering::Relaxed));
-            if let (Some(plain), Some(uri)) = (direct, uri) {
+            if let (Some(plain), Target::Uri { uri, .. }) = (direct, target) {
                 let request = self.plain_request(method, uri, body.clone());
                 let response = plain.client.request(request).await.map_err(transport_failure)?;
                 if !response.status().is_redirection() {
@@ -128,7 +139,11 @@ impl Transport {
                 self.redirected.store(true, Ordering::Relaxed);
                 tracing::debug!(status = %response.status(), "Flink REST answered a redirect; reqwest sends every request from now on");
             }
-            let mut request = self.reqwest.request(method.clone(), url.clone());
+            let mut request = match target {
+                Target::Url(url) => self.reqwest.request(method.clone(), url.clone()),
+                // Parsed (again) only after a redirect; reqwest reports a text it cannot parse.
+                Target::Uri { .. } | Target::Unsendable(_) => self.reqwest.request(method.clone(), target.as_str()),
+            };
             if let Some(body) = body {
                 request = request.header(CONTENT_TYPE, "application/json").body(body);
             }
@@ -290,6 +305,41 @@ mod tests {
         match transport_failure(refused) {
             Failure::Transport(message) => assert_eq!(message, "tcp connect error: refused"),
             other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// Where a prepared request is sent: built once per request, sent as often as needed.
+#[derive(Debug, Clone)]
+pub(super) enum Target {
+    /// For the direct client: the URL's text and the same text as a URI, sharing its bytes.
+    Uri {
+        /// The URL's text (ASCII: a serialized URL).
+        text: Bytes,
+        /// `text` as a URI.
+        uri: http::Uri,
+    },
+    /// For reqwest.
+    Url(Url),
+    /// A URL the direct client cannot take and that does not parse back (never seen; reqwest
+    /// reports it at the first send).
+    Unsendable(Bytes),
+}
+
+impl Target {
+    /// The URL's text.
+    pub(super) fn as_str(&self) -> &str {
+        match self {
+            Target::Uri { text, .. } | Target::Unsendable(text) => std::str::from_utf8(text).unwrap_or_default(),
+            Target::Url(url) => url.as_str(),
+        }
+    }
+
+    /// The URL's text as bytes (no UTF-8 check).
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        match self {
+            Target::Uri { text, .. } | Target::Unsendable(text) => text,
+            Target::Url(url) => url.as_str().as_bytes(),
         }
     }
 }
