@@ -416,13 +416,14 @@ fn vertex_metric(name: &str, prefix: &str, source: bool, r: &VertexRates, p: f64
     };
     // A source task reads nothing from the network: its task-level input is 0.
     let records_in = if source && !operator_level { 0.0 } else { r.throughput };
+    // Flink's time gauges are whole milliseconds (`long` gauges), as the recorded answers show.
     match metric {
-        "busyTimeMsPerSecond" => r.busy,
-        "backPressuredTimeMsPerSecond" | "softBackPressuredTimeMsPerSecond" => r.backpressured,
-        "idleTimeMsPerSecond" => r.idle,
-        "accumulateBusyTimeMs" => r.busy * elapsed,
-        "accumulateBackPressuredTimeMs" => r.backpressured * elapsed,
-        "accumulateIdleTimeMs" => r.idle * elapsed,
+        "busyTimeMsPerSecond" => r.busy.round(),
+        "backPressuredTimeMsPerSecond" | "softBackPressuredTimeMsPerSecond" => r.backpressured.round(),
+        "idleTimeMsPerSecond" => r.idle.round(),
+        "accumulateBusyTimeMs" => (r.busy * elapsed).round(),
+        "accumulateBackPressuredTimeMs" => (r.backpressured * elapsed).round(),
+        "accumulateIdleTimeMs" => (r.idle * elapsed).round(),
         "numRecordsInPerSecond" => records_in / p,
         "numRecordsOutPerSecond" => r.throughput / p,
         "numRecordsIn" => (records_in * elapsed / p).round(),
