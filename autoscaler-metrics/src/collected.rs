@@ -1,6 +1,6 @@
 //! Collected metric snapshots and the time-ordered metric history.
 
-use crate::columns::{Columns, WINDOW_COLUMNS, column_of};
+use crate::columns::{Columns, Starts, WINDOW_COLUMNS, column_of};
 use crate::{MetricValues, MetricsError, ScalingMetric, VertexId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -138,14 +138,14 @@ impl Entry {
         }
     }
 
-    /// The metrics of the vertex at position `k` of the ids, as the snapshot's map holds them.
-    pub(crate) fn vertex_values(&self, k: usize) -> MetricValues {
+    /// The metrics of the vertex at position `k` of the ids, as the snapshot's map holds them;
+    /// `starts` are the snapshot's [`Columns::starts`], found once for all the vertices read.
+    pub(crate) fn vertex_values(&self, k: usize, starts: &Starts) -> MetricValues {
         let present = self.columns.present(k);
-        let starts = self.columns.starts();
         let mut values = MetricValues::new();
         for (c, metric) in WINDOW_COLUMNS.iter().enumerate() {
             if present & (1 << metric.index()) != 0 {
-                values.insert(*metric, self.columns.value_at(c, k, &starts));
+                values.insert(*metric, self.columns.value_at(c, k, starts));
             }
         }
         for (_, metric, value) in self.outside_of(k) {
@@ -177,11 +177,12 @@ impl Entry {
 
     /// Each vertex id with its metrics, in id order.
     fn vertices(&self) -> impl Iterator<Item = (&VertexId, MetricValues)> {
+        let starts = self.columns.starts();
         self.columns
             .ids
             .iter()
             .enumerate()
-            .map(|(k, id)| (id, self.vertex_values(k)))
+            .map(move |(k, id)| (id, self.vertex_values(k, &starts)))
     }
 
     /// The job-wide metrics.
@@ -212,7 +213,10 @@ impl Entry {
         let (a, b) = (&self.columns, &other.columns);
         self.global() == other.global()
             && a.ids == b.ids
-            && (0..a.ids.len()).all(|k| self.vertex_values(k) == other.vertex_values(k))
+            && self
+                .vertices()
+                .zip(other.vertices())
+                .all(|((_, mine), (_, theirs))| mine == theirs)
     }
 }
 

@@ -129,6 +129,13 @@ impl Code {
         m as f64 / POWERS_OF_TEN[usize::from(scale)]
     }
 
+    /// The integer `value` stands for at `scale` (not [`Code::RAW`]), rounded: what
+    /// [`Code::choose`] checks and [`Code::encode`] keeps.
+    #[inline]
+    fn integer(value: f64, scale: u8) -> f64 {
+        (value * POWERS_OF_TEN[usize::from(scale)]).round()
+    }
+
     /// The fewest bytes that keep `values` bit for bit.
     fn choose(values: &[f64]) -> Self {
         let masked = values.iter().any(|v| v.to_bits() == NAN_BITS);
@@ -141,7 +148,7 @@ impl Code {
         for scale in 0..POWERS_OF_TEN.len() as u8 {
             let mut largest = 0u64;
             let exact = kept().all(|v| {
-                let m = (v * POWERS_OF_TEN[usize::from(scale)]).round();
+                let m = Self::integer(v, scale);
                 // Beyond 2^53 not every integer is an f64, and `as i64` would saturate.
                 let ok = m.abs() < 9_007_199_254_740_992.0 && Self::scaled(m as i64, scale).to_bits() == v.to_bits();
                 largest = largest.max(zigzag(m as i64));
@@ -175,29 +182,24 @@ impl Code {
     /// Appends the values of the `count` words `words` to `out`: one loop per width, so that
     /// each reads its words with fixed-size loads.
     fn decode_all(self, words: &[u8], count: usize, out: &mut Vec<f64>) {
-        fn scaled<const W: usize>(words: &[u8], scale: u8, out: &mut Vec<f64>) {
+        fn each<const W: usize>(code: Code, words: &[u8], out: &mut Vec<f64>) {
             out.extend(words.chunks_exact(W).map(|w| {
                 let mut bytes = [0u8; 8];
                 bytes[..W].copy_from_slice(w);
-                Code::scaled(unzigzag(u64::from_le_bytes(bytes)), scale)
+                code.decode(u64::from_le_bytes(bytes))
             }));
         }
-        let scale = self.scale;
-        match (scale == Self::RAW, self.width) {
-            (true, _) => out.extend(
-                words
-                    .chunks_exact(8)
-                    .map(|w| f64::from_bits(<[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes))),
-            ),
-            (false, 0) => out.extend(std::iter::repeat_n(Self::scaled(0, scale), count)),
-            (false, 1) => scaled::<1>(words, scale, out),
-            (false, 2) => scaled::<2>(words, scale, out),
-            (false, 3) => scaled::<3>(words, scale, out),
-            (false, 4) => scaled::<4>(words, scale, out),
-            (false, 5) => scaled::<5>(words, scale, out),
-            (false, 6) => scaled::<6>(words, scale, out),
-            // A scaled word is at most 7 bytes ([`Code::choose`]).
-            (false, _) => scaled::<7>(words, scale, out),
+        match self.width {
+            0 => out.extend(std::iter::repeat_n(self.decode(0), count)),
+            1 => each::<1>(self, words, out),
+            2 => each::<2>(self, words, out),
+            3 => each::<3>(self, words, out),
+            4 => each::<4>(self, words, out),
+            5 => each::<5>(self, words, out),
+            6 => each::<6>(self, words, out),
+            7 => each::<7>(self, words, out),
+            // A raw word; no code is wider ([`Code::choose`]).
+            _ => each::<8>(self, words, out),
         }
     }
 
@@ -206,7 +208,7 @@ impl Code {
         let word = if self.scale == Self::RAW {
             value.to_bits()
         } else {
-            zigzag((value * POWERS_OF_TEN[usize::from(self.scale)]).round() as i64)
+            zigzag(Self::integer(value, self.scale) as i64)
         };
         out.extend_from_slice(&word.to_le_bytes()[..usize::from(self.width)]);
     }
@@ -222,6 +224,24 @@ fn zigzag(m: i64) -> u64 {
 #[inline]
 fn unzigzag(word: u64) -> i64 {
     ((word >> 1) as i64) ^ -((word & 1) as i64)
+}
+
+/// Whether position `k` is elided in the NaN bitmap `mask` ([`Code`]).
+#[inline]
+fn elided(mask: &[u8], k: usize) -> bool {
+    mask[k / 8] & (1 << (k % 8)) != 0
+}
+
+/// How many positions the NaN bitmap `mask` elides.
+#[inline]
+fn elided_count(mask: &[u8]) -> usize {
+    mask.iter().map(|b| b.count_ones() as usize).sum()
+}
+
+/// How many positions before `k` the NaN bitmap `mask` elides.
+#[inline]
+fn elided_before(mask: &[u8], k: usize) -> usize {
+    elided_count(&mask[..k / 8]) + (mask[k / 8] & ((1u8 << (k % 8)) - 1)).count_ones() as usize
 }
 
 /// The little-endian word of `bytes` (at most 8).
@@ -344,8 +364,7 @@ impl Columns {
             starts[c] = at;
             let code = Code::unpack(byte);
             let kept = if code.masked {
-                let mask = self.data.get(at..at + mask_len).unwrap_or_default();
-                n - mask.iter().map(|b| b.count_ones() as usize).sum::<usize>()
+                n - elided_count(self.data.get(at..at + mask_len).unwrap_or_default())
             } else {
                 n
             };
@@ -393,15 +412,14 @@ impl Columns {
         let code = Code::unpack(self.codes[c]);
         let n = self.ids.len();
         let start = out.len();
-        let elided: u32 = mask.iter().map(|b| b.count_ones()).sum();
-        let kept = n - elided as usize;
+        let kept = n - elided_count(mask);
         code.decode_all(words, kept, out);
         if code.masked {
             // The kept values move to their positions, from the last, with NaN in between.
             out.resize(start + n, f64::NAN);
             let mut from = start + kept;
             for k in (0..n).rev() {
-                if mask[k / 8] & (1 << (k % 8)) != 0 {
+                if elided(mask, k) {
                     out[start + k] = f64::NAN;
                 } else {
                     from -= 1;
@@ -454,13 +472,11 @@ impl Columns {
         let (mask, words) = self.bytes_at(c, starts);
         let mut index = k;
         if code.masked {
-            if mask[k / 8] & (1 << (k % 8)) != 0 {
+            if elided(mask, k) {
                 return f64::NAN;
             }
             // The kept words skip the elided positions before `k`.
-            let elided: u32 = mask[..k / 8].iter().map(|b| b.count_ones()).sum::<u32>()
-                + (mask[k / 8] & ((1u8 << (k % 8)) - 1)).count_ones();
-            index = k - elided as usize;
+            index = k - elided_before(mask, k);
         }
         let width = usize::from(code.width);
         words

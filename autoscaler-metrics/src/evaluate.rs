@@ -309,9 +309,10 @@ impl Window {
         }
         if let Some((_, latest)) = history.entries().next_back() {
             // The latest snapshot's ids are the ones `scan.latest` maps, in the same order.
+            let starts = latest.columns().starts();
             for (k, vertex) in scan.latest.iter().enumerate() {
                 if let Some(v) = *vertex {
-                    series[v].latest = Some(latest.vertex_values(k));
+                    series[v].latest = Some(latest.vertex_values(k, &starts));
                 }
             }
             global.latest = Some(latest.global());
