@@ -38,11 +38,12 @@ use crate::scaling::{
 };
 use autoscaler_metrics::root_cause::Explanation;
 use autoscaler_metrics::{
-    CollectedMetrics, EvaluatedMetrics, JobTopology, MetricsError, ScalingMetric, VertexId, VertexMap, WindowStatus,
-    voids_history, window_and_trim,
+    CollectedMetrics, EvaluatedMetrics, JobTopology, MetricsError, ScalingMetric, TprEstimate, VertexId, VertexMap,
+    WindowStatus, voids_history, window_and_trim,
 };
 use chrono::{DateTime, Utc};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -321,6 +322,9 @@ pub struct Assessment {
     pub scaling: ScalingState,
     /// How far the evaluation got.
     pub stage: Stage,
+    /// The built-in true-processing-rate estimates of every vertex, from the same read of the
+    /// window as the evaluation (they explain a decision); empty when nothing was evaluated.
+    pub estimates: BTreeMap<VertexId, TprEstimate>,
 }
 
 /// Step 2: [`load_scaling_state`], then the evaluation of the window if it has two samples or more
@@ -343,6 +347,7 @@ pub fn assess(
         now,
         options,
     );
+    let mut estimates = BTreeMap::new();
     let stage = if state.metric_history.len() < 2 {
         Stage::InsufficientSamples
     } else {
@@ -353,14 +358,25 @@ pub fn assess(
             plugins,
         ) {
             Err(error) => Stage::Failed(error),
-            Ok(evaluated) if !observation.window.window_full => Stage::WindowNotFull {
-                stabilizing: observation.window.stabilizing,
-                evaluated,
-            },
-            Ok(evaluated) => Stage::Ready(evaluated),
+            Ok(evaluation) => {
+                estimates = evaluation.estimates;
+                let evaluated = evaluation.metrics;
+                if observation.window.window_full {
+                    Stage::Ready(evaluated)
+                } else {
+                    Stage::WindowNotFull {
+                        stabilizing: observation.window.stabilizing,
+                        evaluated,
+                    }
+                }
+            }
         }
     };
-    Assessment { scaling, stage }
+    Assessment {
+        scaling,
+        stage,
+        estimates,
+    }
 }
 
 /// The facts of the cycle a decision needs besides the state.
@@ -709,6 +725,7 @@ pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugin
             let assessment = Assessment {
                 scaling,
                 stage: Stage::Ready(evaluated),
+                estimates: BTreeMap::new(),
             };
             (observation, assessment, false)
         }
@@ -743,7 +760,11 @@ pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugin
             )
         })
     };
-    let Assessment { scaling, stage } = assessment;
+    let Assessment {
+        scaling,
+        stage,
+        estimates,
+    } = assessment;
     let (outcome, record, undecided_events) = match stage {
         Stage::InsufficientSamples => (
             CycleOutcome::InsufficientSamples,
@@ -808,7 +829,7 @@ pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugin
                             now,
                             job,
                             &observation,
-                            from_window.then_some(&state.metric_history),
+                            &estimates,
                             &evaluated,
                             &decision,
                             options,
@@ -852,14 +873,14 @@ fn keep_evaluated(
 }
 
 /// The record of a cycle that reached its decision: the decision against the options it read
-/// ([`effective_options`]), with the true-processing-rate estimates of the evaluation `window`
-/// (none without one) and the root cause.
+/// ([`effective_options`]), with the evaluation's true-processing-rate estimates `tpr` (none
+/// without a window) and the root cause.
 #[allow(clippy::too_many_arguments)] // the facts of one cycle, each from another stage
 fn decided_record(
     now: DateTime<Utc>,
     job: Option<&str>,
     observation: &Observation,
-    window: Option<&autoscaler_metrics::MetricHistory>,
+    tpr: &BTreeMap<VertexId, TprEstimate>,
     evaluated: &EvaluatedMetrics,
     decision: &Decision,
     options: &AutoScalerOptions,
@@ -867,13 +888,6 @@ fn decided_record(
     explanation: Option<&Explanation>,
 ) -> DecisionRecord {
     let record_options = effective_options(options, &observation.unmeasured);
-    let tpr = window.map_or_else(Default::default, |w| {
-        autoscaler_metrics::true_processing_rate_estimates(
-            &observation.topology,
-            w,
-            &options.evaluation_config(restart_time),
-        )
-    });
     let mut record = DecisionRecord::decided(&RecordInput {
         at: now,
         job,
@@ -882,7 +896,7 @@ fn decided_record(
         decision,
         options: &record_options,
         restart_time,
-        tpr: &tpr,
+        tpr,
     });
     if let Some(explanation) = explanation {
         record.set_explanation(&observation.topology, explanation);

@@ -64,6 +64,9 @@ pub(crate) struct Columns {
     global: u32,
     /// How each column is kept ([`Code::pack`]).
     codes: [u8; WINDOW_COLUMNS.len()],
+    /// Where each column ends in `data` (the next one starts there): kept, so that a read finds
+    /// a column without walking the ones before it.
+    ends: [u32; WINDOW_COLUMNS.len()],
     /// Which metrics each vertex has and where the averaged columns are NaN: the same allocation
     /// as the neighbouring snapshot's when both are alike, as they nearly always are.
     shape: Arc<Shape>,
@@ -160,13 +163,6 @@ impl Code {
             }
         }
         raw
-    }
-
-    /// The bytes of a column of `n` values of which `kept` are not elided.
-    #[inline]
-    fn len(self, n: usize, kept: usize) -> usize {
-        let mask = if self.masked { n.div_ceil(8) } else { 0 };
-        mask + kept * usize::from(self.width)
     }
 
     /// The value of the word `word` (its `width` low bytes).
@@ -323,7 +319,8 @@ impl Columns {
         for (_, value) in snapshot.global_metrics.iter() {
             data.extend_from_slice(&value.to_bits().to_le_bytes());
         }
-        for (c, code) in codes.iter().enumerate() {
+        let mut ends = [0; WINDOW_COLUMNS.len()];
+        for ((c, code), end) in codes.iter().enumerate().zip(&mut ends) {
             if code.masked {
                 let mut mask = vec![0u8; n.div_ceil(8)];
                 for (k, v) in column(c).iter().enumerate() {
@@ -336,41 +333,28 @@ impl Columns {
             for &v in column(c).iter().filter(|v| !code.masked || v.to_bits() != NAN_BITS) {
                 code.encode(v, &mut data);
             }
+            // Past 4 GiB (never: a snapshot that large is not collected) a column reads as
+            // missing, through `bytes_at`'s bounds check, rather than from wrong bytes.
+            *end = u32::try_from(data.len()).unwrap_or(u32::MAX);
         }
         Self {
             ids,
             data: data.into_boxed_slice(),
             codes: codes.map(Code::pack),
+            ends,
             global: snapshot.global_metrics.present_bits(),
             shape,
             no_infinite,
         }
     }
 
-    /// Where each column starts in `data`, and (last) where the last one ends: one walk over
-    /// the codes, counting a masked column's elided positions.
+    /// Where each column starts in `data`, and (last) where the last one ends.
+    #[inline]
     pub(crate) fn starts(&self) -> Starts {
-        self.starts_through(WINDOW_COLUMNS.len() - 1)
-    }
-
-    /// [`starts`](Self::starts) as far as the end of column `last` (the later entries are that
-    /// end too): a column's bytes need only the columns before it.
-    fn starts_through(&self, last: usize) -> Starts {
-        let n = self.ids.len();
-        let mask_len = n.div_ceil(8);
-        let mut at = 8 * self.global.count_ones() as usize;
-        let mut starts = [at; WINDOW_COLUMNS.len() + 1];
-        for (c, &byte) in self.codes.iter().enumerate().take(last + 1) {
-            starts[c] = at;
-            let code = Code::unpack(byte);
-            let kept = if code.masked {
-                n - elided_count(self.data.get(at..at + mask_len).unwrap_or_default())
-            } else {
-                n
-            };
-            at += code.len(n, kept);
+        let mut starts = [8 * self.global.count_ones() as usize; WINDOW_COLUMNS.len() + 1];
+        for (start, &end) in starts[1..].iter_mut().zip(&self.ends) {
+            *start = end as usize;
         }
-        starts[last + 1..].fill(at);
         starts
     }
 
@@ -462,11 +446,11 @@ impl Columns {
 
     /// The value of column `c` for the id at position `k`.
     pub(crate) fn value(&self, c: usize, k: usize) -> f64 {
-        self.value_at(c, k, &self.starts_through(c))
+        self.value_at(c, k, &self.starts())
     }
 
-    /// [`value`](Self::value) given the column [`starts`](Self::starts) (through column `c`),
-    /// for a caller reading several values of the snapshot.
+    /// [`value`](Self::value) given the column [`starts`](Self::starts), for a caller reading
+    /// several values of the snapshot.
     pub(crate) fn value_at(&self, c: usize, k: usize, starts: &Starts) -> f64 {
         let code = Code::unpack(self.codes[c]);
         let (mask, words) = self.bytes_at(c, starts);

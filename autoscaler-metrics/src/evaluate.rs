@@ -14,6 +14,7 @@ use crate::{
     BusyTimeAggregator, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, MetricHistory,
     MetricValues, MetricsError, ScalingMetric, VertexId, VertexInfo,
 };
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The options the evaluation reads (`job.autoscaler.*` keys), already resolved from the configuration.
@@ -80,7 +81,48 @@ pub fn evaluate(
     topology: &JobTopology,
     history: &MetricHistory,
     config: &EvaluationConfig,
+    custom: Option<&mut CustomEvaluator<'_>>,
+) -> Result<EvaluatedMetrics, MetricsError> {
+    evaluate_window(topology, history, config, custom, None)
+}
+
+/// The result of [`evaluate_with_estimates`]: the evaluated metrics, and the true-processing-rate
+/// estimates behind them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Evaluation {
+    /// What [`evaluate`] returns.
+    pub metrics: EvaluatedMetrics,
+    /// What [`true_processing_rate_estimates`] returns for the same window and configuration.
+    pub estimates: BTreeMap<VertexId, TprEstimate>,
+}
+
+/// [`evaluate`], keeping the true-processing-rate estimates it computed on the way (those of
+/// [`true_processing_rate_estimates`], which explain a decision) from the same read of the window:
+/// the window is decoded once rather than twice.
+///
+/// # Errors
+/// As [`evaluate`].
+pub fn evaluate_with_estimates(
+    topology: &JobTopology,
+    history: &MetricHistory,
+    config: &EvaluationConfig,
+    custom: Option<&mut CustomEvaluator<'_>>,
+) -> Result<Evaluation, MetricsError> {
+    let mut estimates = Vec::with_capacity(topology.vertices().len());
+    let metrics = evaluate_window(topology, history, config, custom, Some(&mut estimates))?;
+    Ok(Evaluation {
+        metrics,
+        estimates: estimates.into_iter().collect(),
+    })
+}
+
+/// [`evaluate`], pushing each vertex's [`TprEstimate`] to `estimates` when given.
+fn evaluate_window(
+    topology: &JobTopology,
+    history: &MetricHistory,
+    config: &EvaluationConfig,
     mut custom: Option<&mut CustomEvaluator<'_>>,
+    mut estimates: Option<&mut Vec<(VertexId, TprEstimate)>>,
 ) -> Result<EvaluatedMetrics, MetricsError> {
     let vertices = topology.vertices();
     let window = Window::read(topology, history);
@@ -95,9 +137,12 @@ pub fn evaluate(
             .collect(),
     };
     // The custom evaluator's view of the vertices evaluated so far, kept only when there is one.
-    let mut in_progress = std::collections::BTreeMap::new();
+    let mut in_progress = BTreeMap::new();
     for &v in topology.topological_order() {
-        evaluate_vertex(topology, &window, &mut evaluated, v, processing_backlog, config)?;
+        let estimate = evaluate_vertex(topology, &window, &mut evaluated, v, processing_backlog, config)?;
+        if let Some(estimates) = estimates.as_deref_mut() {
+            estimates.push((vertices[v].id.clone(), estimate));
+        }
         if let Some(custom) = custom.as_deref_mut() {
             let id = &vertices[v].id;
             crate::custom_evaluation::apply(custom, id, &mut evaluated[v], &in_progress, processing_backlog);
@@ -321,17 +366,6 @@ impl Window {
         // the vertex's earliest and latest snapshot; only when one of them lacks the counter is
         // the vertex's whole series read.
         let samples: Vec<_> = history.with_columns().collect();
-        // Nearly every vertex's ends are the same two snapshots: their column starts are found
-        // once.
-        let mut starts: Vec<(usize, crate::columns::Starts)> = Vec::with_capacity(2);
-        let mut starts_of = |i: usize| match starts.iter().find(|(at, _)| *at == i) {
-            Some((_, s)) => *s,
-            None => {
-                let s = samples[i].1.starts();
-                starts.push((i, s));
-                s
-            }
-        };
         for (v, (s, ends)) in series.iter_mut().zip(&scan.ends).enumerate() {
             let Some((first_at, last_at)) = *ends else {
                 continue;
@@ -340,7 +374,7 @@ impl Window {
             // single sample (no rate).
             let elapsed = (first_at.0 != last_at.0)
                 .then(|| history_stats::elapsed_millis(samples[first_at.0].0, samples[last_at.0].0));
-            let ends_starts = (starts_of(first_at.0), starts_of(last_at.0));
+            let ends_starts = (samples[first_at.0].1.starts(), samples[last_at.0].1.starts());
             let value = |(i, k): RowAt, c: usize, starts: &crate::columns::Starts| samples[i].1.value_at(c, k, starts);
             let rate = |(metric, c): (ScalingMetric, usize)| {
                 let (a, b) = (value(first_at, c, &ends_starts.0), value(last_at, c, &ends_starts.1));
@@ -411,6 +445,7 @@ fn is_processing_backlog(topology: &JobTopology, window: &Window, config: &Evalu
 }
 
 /// Reference `evaluateMetrics` for one vertex; every input of `v` is already in `evaluated`.
+/// Returns the true-processing-rate estimate its `TRUE_PROCESSING_RATE` came from.
 fn evaluate_vertex(
     topology: &JobTopology,
     window: &Window,
@@ -418,7 +453,7 @@ fn evaluate_vertex(
     v: usize,
     processing_backlog: bool,
     config: &EvaluationConfig,
-) -> Result<(), MetricsError> {
+) -> Result<TprEstimate, MetricsError> {
     let info = &topology.vertices()[v];
     let series = &window.vertices[v];
 
@@ -467,7 +502,7 @@ fn evaluate_vertex(
         ScalingMetric::ScaleDownRateThreshold,
         EvaluatedScalingMetric::of(scale_down),
     );
-    Ok(())
+    Ok(estimate)
 }
 
 /// A source's (target rate, catch-up rate) (reference `computeTargetDataRate`, source branch):
@@ -654,12 +689,13 @@ fn tpr_estimate(series: &VertexSeries, parallelism: f64, config: &EvaluationConf
 }
 
 /// The true-processing-rate estimates of every vertex over the window `history`, as
-/// [`evaluate`] computes them (one extra pass over the window; used to explain a decision).
+/// [`evaluate`] computes them (one extra pass over the window; used to explain a decision;
+/// [`evaluate_with_estimates`] gives them with the evaluation, from one pass).
 pub fn true_processing_rate_estimates(
     topology: &JobTopology,
     history: &MetricHistory,
     config: &EvaluationConfig,
-) -> std::collections::BTreeMap<VertexId, TprEstimate> {
+) -> BTreeMap<VertexId, TprEstimate> {
     let window = Window::read(topology, history);
     topology
         .vertices()
@@ -1063,6 +1099,27 @@ mod tests {
             result.vertices.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
             ["op", "sink", "src"]
         );
+    }
+
+    #[test]
+    fn one_read_gives_the_evaluation_and_the_estimates_of_two() {
+        let (topo, h) = chain_history();
+        let config = EvaluationConfig::default();
+        let both = evaluate_with_estimates(&topo, &h, &config, None).expect("rates are known");
+        assert_eq!(Ok(&both.metrics), evaluate(&topo, &h, &config, None).as_ref());
+        // Compared as text: an unobserved TPR is NaN, which equals nothing.
+        assert_eq!(
+            format!("{:?}", both.estimates),
+            format!("{:?}", true_processing_rate_estimates(&topo, &h, &config))
+        );
+        // The source's busy-time estimate, 100 / 0.5, chosen: it observed no TPR.
+        let src = both.estimates["src"];
+        assert_eq!((src.busy_time, src.source), (200.0, TprSource::BusyTime));
+        assert!(src.observed.is_nan());
+        assert_eq!(both.estimates.len(), 3);
+        // An evaluation that fails gives no estimates either.
+        let one = history(vec![(0, snapshot(&[("src", &[(NumRecordsIn, 1.0)])], &[]))]);
+        assert!(evaluate_with_estimates(&topo, &one, &config, None).is_err());
     }
 
     #[test]

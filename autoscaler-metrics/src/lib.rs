@@ -29,8 +29,8 @@ pub use collected::{CollectedMetrics, MetricHistory, SharedSnapshot};
 pub use custom_evaluation::{CustomEvaluator, CustomVertexEvaluation, merge_custom_metrics};
 pub use error::MetricsError;
 pub use evaluate::{
-    EvaluationConfig, TprEstimate, TprSource, compute_processing_rate_thresholds, evaluate, target_processing_capacity,
-    true_processing_rate_estimates,
+    Evaluation, EvaluationConfig, TprEstimate, TprSource, compute_processing_rate_thresholds, evaluate,
+    evaluate_with_estimates, target_processing_capacity, true_processing_rate_estimates,
 };
 pub use evaluated::EvaluatedMetrics;
 pub use history_stats::{metric_average, metric_rate};

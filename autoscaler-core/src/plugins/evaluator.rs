@@ -3,8 +3,8 @@
 
 use super::{PluginConfig, PluginError, ResolvedPlugins};
 use autoscaler_metrics::{
-    CustomVertexEvaluation, EvaluatedMetrics, EvaluatedVertexMetrics, EvaluationConfig, JobTopology, MetricHistory,
-    MetricsError, VertexId, evaluate,
+    CustomVertexEvaluation, EvaluatedVertexMetrics, Evaluation, EvaluationConfig, JobTopology, MetricHistory,
+    MetricsError, VertexId, evaluate_with_estimates,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,18 +53,19 @@ pub trait ScalingMetricsEvaluatorPlugin: Send + Sync {
 }
 
 /// Evaluates the window with the custom evaluator `plugins` selects, or the built-in evaluation
-/// alone when there is none.
+/// alone when there is none, with the built-in true-processing-rate estimates that explain a
+/// decision ([`evaluate_with_estimates`]: the window is read once for both).
 ///
 /// # Errors
-/// As [`evaluate`].
+/// As [`evaluate_with_estimates`].
 pub fn evaluate_with_plugins(
     topology: &JobTopology,
     history: &MetricHistory,
     config: &EvaluationConfig,
     plugins: &ResolvedPlugins,
-) -> Result<EvaluatedMetrics, MetricsError> {
+) -> Result<Evaluation, MetricsError> {
     let Some(evaluator) = plugins.evaluator() else {
-        return evaluate(topology, history, config, None);
+        return evaluate_with_estimates(topology, history, config, None);
     };
     let mut custom = |e: &CustomVertexEvaluation<'_>| {
         let ctx = EvaluatorContext {
@@ -94,5 +95,5 @@ pub fn evaluate_with_plugins(
             }
         }
     };
-    evaluate(topology, history, config, Some(&mut custom))
+    evaluate_with_estimates(topology, history, config, Some(&mut custom))
 }

@@ -761,8 +761,11 @@ fn an_evaluator_overriding_tpr_drives_the_decision() {
     let plugins = registry.resolve(&c, &o);
     let config = EvaluationConfig::default();
     let built_in = evaluate_with_plugins(&topology, &history, &config, &ResolvedPlugins::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let custom = evaluate_with_plugins(&topology, &history, &config, &plugins).unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{e}"))
+        .metrics;
+    let custom = evaluate_with_plugins(&topology, &history, &config, &plugins)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .metrics;
     let tpr = |e: &EvaluatedMetrics, v: &str| e.vertex_metric(v, ScalingMetric::TrueProcessingRate).map(|m| m.average);
     assert_eq!(tpr(&built_in, "sink"), Some(2000.0));
     assert_eq!(tpr(&custom, "sink"), Some(500.0));
@@ -814,7 +817,10 @@ fn a_failing_evaluator_leaves_the_built_in_metrics() {
     assert_eq!(plugins.evaluator_instance(), Some("e"));
     let config = EvaluationConfig::default();
     let built_in = evaluate_with_plugins(&topology, &history, &config, &ResolvedPlugins::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let custom = evaluate_with_plugins(&topology, &history, &config, &plugins).unwrap_or_else(|e| panic!("{e}"));
+        .unwrap_or_else(|e| panic!("{e}"))
+        .metrics;
+    let custom = evaluate_with_plugins(&topology, &history, &config, &plugins)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .metrics;
     assert_eq!(custom, built_in);
 }
