@@ -36,7 +36,7 @@ use crate::scaling::{
     record_restart_duration_if_tracked_and_parallelism_matches, record_scaling, trim_scaling_history,
     trim_scaling_tracking,
 };
-use autoscaler_metrics::root_cause::Explanation;
+use autoscaler_metrics::root_cause::{self, Explanation, VertexSignals};
 use autoscaler_metrics::{
     CollectedMetrics, EvaluatedMetrics, JobTopology, MetricsError, ScalingMetric, TprEstimate, VertexId, VertexMap,
     WindowStatus, voids_history, window_and_trim,
@@ -325,6 +325,9 @@ pub struct Assessment {
     /// The built-in true-processing-rate estimates of every vertex, from the same read of the
     /// window as the evaluation (they explain a decision); empty when nothing was evaluated.
     pub estimates: BTreeMap<VertexId, TprEstimate>,
+    /// The window averages the root cause reads, from the same read of the window as the
+    /// evaluation; `None` when nothing was evaluated (the root cause then reads the window).
+    pub signals: Option<BTreeMap<VertexId, VertexSignals>>,
 }
 
 /// Step 2: [`load_scaling_state`], then the evaluation of the window if it has two samples or more
@@ -348,6 +351,7 @@ pub fn assess(
         options,
     );
     let mut estimates = BTreeMap::new();
+    let mut signals = None;
     let stage = if state.metric_history.len() < 2 {
         Stage::InsufficientSamples
     } else {
@@ -360,6 +364,7 @@ pub fn assess(
             Err(error) => Stage::Failed(error),
             Ok(evaluation) => {
                 estimates = evaluation.estimates;
+                signals = Some(evaluation.signals);
                 let evaluated = evaluation.metrics;
                 if observation.window.window_full {
                     Stage::Ready(evaluated)
@@ -376,6 +381,7 @@ pub fn assess(
         scaling,
         stage,
         estimates,
+        signals,
     }
 }
 
@@ -726,11 +732,18 @@ pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugin
                 scaling,
                 stage: Stage::Ready(evaluated),
                 estimates: BTreeMap::new(),
+                signals: None,
             };
             (observation, assessment, false)
         }
     };
-    let restart_time = assessment.scaling.restart_time;
+    let Assessment {
+        scaling,
+        stage,
+        estimates,
+        signals,
+    } = assessment;
+    let restart_time = scaling.restart_time;
     let undecided_events: Vec<CycleEvent> = if observation.report_unmeasured {
         observation
             .unmeasured
@@ -740,9 +753,14 @@ pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugin
     } else {
         Vec::new()
     };
+    // The root cause, from the evaluation's read of the window when there was one.
     let explain_window = |state: &JobState| {
+        let (topology, window) = (&observation.topology, &state.metric_history);
         from_window
-            .then(|| autoscaler_metrics::root_cause::explain(&observation.topology, &state.metric_history))
+            .then(|| match &signals {
+                Some(signals) => root_cause::explain_with(topology, window, || signals),
+                None => root_cause::explain(topology, window),
+            })
             .flatten()
     };
     let mut explanation = if explain { explain_window(&*state) } else { None };
@@ -760,11 +778,6 @@ pub fn run(state: &mut JobState, input: CycleInput<'_>, plugins: &ResolvedPlugin
             )
         })
     };
-    let Assessment {
-        scaling,
-        stage,
-        estimates,
-    } = assessment;
     let (outcome, record, undecided_events) = match stage {
         Stage::InsufficientSamples => (
             CycleOutcome::InsufficientSamples,

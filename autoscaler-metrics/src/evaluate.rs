@@ -10,6 +10,7 @@ use crate::columns::{self, RowAt, column};
 use crate::custom_evaluation::CustomEvaluator;
 use crate::history_stats::{self, AverageAccumulator};
 use crate::java;
+use crate::root_cause::VertexSignals;
 use crate::{
     BusyTimeAggregator, EvaluatedMetrics, EvaluatedScalingMetric, EvaluatedVertexMetrics, JobTopology, MetricHistory,
     MetricValues, MetricsError, ScalingMetric, VertexId, VertexInfo,
@@ -83,22 +84,27 @@ pub fn evaluate(
     config: &EvaluationConfig,
     custom: Option<&mut CustomEvaluator<'_>>,
 ) -> Result<EvaluatedMetrics, MetricsError> {
-    evaluate_window(topology, history, config, custom, None)
+    evaluate_window(topology, &Window::read(topology, history), config, custom, None)
 }
 
-/// The result of [`evaluate_with_estimates`]: the evaluated metrics, and the true-processing-rate
-/// estimates behind them.
+/// The result of [`evaluate_with_estimates`]: the evaluated metrics, and the window figures
+/// that explain a decision on them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Evaluation {
     /// What [`evaluate`] returns.
     pub metrics: EvaluatedMetrics,
     /// What [`true_processing_rate_estimates`] returns for the same window and configuration.
     pub estimates: BTreeMap<VertexId, TprEstimate>,
+    /// What [`root_cause::window_signals`](crate::root_cause::window_signals) returns for the
+    /// same window (for [`root_cause::explain_with`](crate::root_cause::explain_with)).
+    pub signals: BTreeMap<VertexId, VertexSignals>,
 }
 
-/// [`evaluate`], keeping the true-processing-rate estimates it computed on the way (those of
-/// [`true_processing_rate_estimates`], which explain a decision) from the same read of the window:
-/// the window is decoded once rather than twice.
+/// [`evaluate`], keeping the figures that explain a decision from the same read of the window:
+/// the true-processing-rate estimates it computed on the way (those of
+/// [`true_processing_rate_estimates`]) and the window averages the root cause reads (those of
+/// [`root_cause::window_signals`](crate::root_cause::window_signals)). The window is decoded
+/// once rather than three times.
 ///
 /// # Errors
 /// As [`evaluate`].
@@ -108,25 +114,33 @@ pub fn evaluate_with_estimates(
     config: &EvaluationConfig,
     custom: Option<&mut CustomEvaluator<'_>>,
 ) -> Result<Evaluation, MetricsError> {
+    let window = Window::read(topology, history);
     let mut estimates = Vec::with_capacity(topology.vertices().len());
-    let metrics = evaluate_window(topology, history, config, custom, Some(&mut estimates))?;
+    let metrics = evaluate_window(topology, &window, config, custom, Some(&mut estimates))?;
+    let signals = topology
+        .vertices()
+        .iter()
+        .zip(&window.vertices)
+        .map(|(info, series)| (info.id.clone(), series.signals()))
+        .collect();
     Ok(Evaluation {
         metrics,
         estimates: estimates.into_iter().collect(),
+        signals,
     })
 }
 
-/// [`evaluate`], pushing each vertex's [`TprEstimate`] to `estimates` when given.
+/// [`evaluate`] on the `window` read, pushing each vertex's [`TprEstimate`] to `estimates` when
+/// given.
 fn evaluate_window(
     topology: &JobTopology,
-    history: &MetricHistory,
+    window: &Window,
     config: &EvaluationConfig,
     mut custom: Option<&mut CustomEvaluator<'_>>,
     mut estimates: Option<&mut Vec<(VertexId, TprEstimate)>>,
 ) -> Result<EvaluatedMetrics, MetricsError> {
     let vertices = topology.vertices();
-    let window = Window::read(topology, history);
-    let processing_backlog = is_processing_backlog(topology, &window, config);
+    let processing_backlog = is_processing_backlog(topology, window, config);
 
     let mut evaluated = Evaluated {
         rank: topology.id_rank(),
@@ -139,7 +153,7 @@ fn evaluate_window(
     // The custom evaluator's view of the vertices evaluated so far, kept only when there is one.
     let mut in_progress = BTreeMap::new();
     for &v in topology.topological_order() {
-        let estimate = evaluate_vertex(topology, &window, &mut evaluated, v, processing_backlog, config)?;
+        let estimate = evaluate_vertex(topology, window, &mut evaluated, v, processing_backlog, config)?;
         if let Some(estimates) = estimates.as_deref_mut() {
             estimates.push((vertices[v].id.clone(), estimate));
         }
@@ -273,10 +287,19 @@ struct VertexSeries {
     load: AverageAccumulator,
     records_in_per_second: AverageAccumulator,
     observed_tpr: AverageAccumulator,
+    /// Read for the root cause ([`VertexSeries::signals`]), not for the evaluation.
+    backpressure: AverageAccumulator,
     /// The vertex's metrics in the latest snapshot, if it has any there.
     latest: Option<MetricValues>,
     /// The metrics present in some snapshot of the vertex (bit `metric.index()`).
     seen: u32,
+}
+
+impl VertexSeries {
+    /// What the root cause reads of the vertex.
+    fn signals(&self) -> VertexSignals {
+        VertexSignals::of(&self.load, &self.backpressure)
+    }
 }
 
 impl Default for VertexSeries {
@@ -289,6 +312,7 @@ impl Default for VertexSeries {
             load: AverageAccumulator::default(),
             records_in_per_second: AverageAccumulator::default(),
             observed_tpr: AverageAccumulator::default(),
+            backpressure: AverageAccumulator::default(),
             latest: None,
             seen: 0,
         }
@@ -328,23 +352,27 @@ const RATE_COLUMNS: [usize; RATE_METRICS.len()] = [
 
 impl Window {
     fn read(topology: &JobTopology, history: &MetricHistory) -> Self {
-        const AVERAGED: [usize; 3] = [
+        const AVERAGED: [usize; 4] = [
             column(ScalingMetric::Load),
             column(ScalingMetric::NumRecordsInPerSecond),
             column(ScalingMetric::ObservedTpr),
+            column(ScalingMetric::Backpressure),
         ];
         let scan = columns::scan(topology, history, AVERAGED);
         let mut series: Vec<VertexSeries> = scan
             .averages
             .iter()
             .zip(&scan.seen)
-            .map(|([load, records_in_per_second, observed_tpr], &seen)| VertexSeries {
-                load: *load,
-                records_in_per_second: *records_in_per_second,
-                observed_tpr: *observed_tpr,
-                seen,
-                ..VertexSeries::default()
-            })
+            .map(
+                |([load, records_in_per_second, observed_tpr, backpressure], &seen)| VertexSeries {
+                    load: *load,
+                    records_in_per_second: *records_in_per_second,
+                    observed_tpr: *observed_tpr,
+                    backpressure: *backpressure,
+                    seen,
+                    ..VertexSeries::default()
+                },
+            )
             .collect();
         let mut global = GlobalSeries::default();
         for (_, entry) in history.entries() {
@@ -1102,7 +1130,7 @@ mod tests {
     }
 
     #[test]
-    fn one_read_gives_the_evaluation_and_the_estimates_of_two() {
+    fn one_read_gives_the_evaluation_the_estimates_and_the_root_cause_signals() {
         let (topo, h) = chain_history();
         let config = EvaluationConfig::default();
         let both = evaluate_with_estimates(&topo, &h, &config, None).expect("rates are known");
@@ -1117,6 +1145,14 @@ mod tests {
         assert_eq!((src.busy_time, src.source), (200.0, TprSource::BusyTime));
         assert!(src.observed.is_nan());
         assert_eq!(both.estimates.len(), 3);
+        assert_eq!(
+            format!("{:?}", both.signals),
+            format!("{:?}", crate::root_cause::window_signals(&topo, &h))
+        );
+        // Every vertex busy half the time; no BACKPRESSURE collected.
+        let sink = both.signals["sink"];
+        assert_eq!(sink.load, 0.5);
+        assert!(sink.backpressure.is_nan());
         // An evaluation that fails gives no estimates either.
         let one = history(vec![(0, snapshot(&[("src", &[(NumRecordsIn, 1.0)])], &[]))]);
         assert!(evaluate_with_estimates(&topo, &one, &config, None).is_err());

@@ -63,6 +63,7 @@
 //! ```
 
 use crate::columns::{self, column};
+use crate::history_stats::AverageAccumulator;
 use crate::{JobTopology, MetricHistory, ScalingMetric, VertexId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -107,6 +108,15 @@ pub struct VertexSignals {
 }
 
 impl VertexSignals {
+    /// The signals of the window averages of `LOAD` and `BACKPRESSURE` (one finite sample is
+    /// enough).
+    pub(crate) fn of(load: &AverageAccumulator, backpressure: &AverageAccumulator) -> Self {
+        Self {
+            load: load.average(1),
+            backpressure: backpressure.average(1),
+        }
+    }
+
     /// Nothing measured.
     pub const UNKNOWN: Self = Self {
         load: f64::NAN,
@@ -236,26 +246,28 @@ pub fn window_signals(topology: &JobTopology, history: &MetricHistory) -> BTreeM
         .vertices()
         .iter()
         .zip(scan.averages)
-        .map(|(v, [load, backpressure])| {
-            let signals = VertexSignals {
-                load: load.average(1),
-                backpressure: backpressure.average(1),
-            };
-            (v.id.clone(), signals)
-        })
+        .map(|(v, [load, backpressure])| (v.id.clone(), VertexSignals::of(&load, &backpressure)))
         .collect()
 }
 
 /// The explanation of the samples in `history` (already cut to the evaluation window), or `None`
 /// when no sample has `BACKPRESSURE`.
 pub fn explain(topology: &JobTopology, history: &MetricHistory) -> Option<Explanation> {
-    has_backpressure(history).then(|| {
-        classify(
-            topology,
-            &window_signals(topology, history),
-            &RootCauseThresholds::default(),
-        )
-    })
+    explain_with(topology, history, || window_signals(topology, history))
+}
+
+/// [`explain`] with the window averages `signals` gives (those of [`window_signals`] for
+/// `history`, e.g. an [`Evaluation`](crate::Evaluation)'s, read with the evaluation), asked only
+/// when some sample has `BACKPRESSURE`.
+pub fn explain_with<S>(
+    topology: &JobTopology,
+    history: &MetricHistory,
+    signals: impl FnOnce() -> S,
+) -> Option<Explanation>
+where
+    S: std::borrow::Borrow<BTreeMap<VertexId, VertexSignals>>,
+{
+    has_backpressure(history).then(|| classify(topology, signals().borrow(), &RootCauseThresholds::default()))
 }
 
 /// Classifies every vertex of `topology` by the rule of the [module docs](self). A vertex missing
