@@ -7,6 +7,7 @@
 use crate::columns::column_of;
 use crate::{MetricHistory, ScalingMetric};
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 
 /// Running state of the reference's `getRate` over a series: the first and the last non-NaN sample.
 #[derive(Debug, Clone, Copy)]
@@ -265,7 +266,8 @@ pub fn metric_average(
 }
 
 /// Feeds `f` the samples of `metric` in time order: vertex `vertex`'s, or the job-wide one's when
-/// `vertex` is `None`, NaN where the vertex or the metric is absent.
+/// `vertex` is `None`, NaN where the vertex or the metric is absent. A NaN sample is fed as
+/// `f64::NAN`, whatever its payload: every caller only skips NaN samples.
 ///
 /// The samples are read from the compact snapshots: the vertex's position is looked up once per
 /// run of snapshots listing the same vertices, and a window column's values are read from the
@@ -285,18 +287,39 @@ fn for_each_sample(
     };
     let column = column_of(metric);
     // The last id list seen and the vertex's position in it.
-    let mut at_position: Option<(&std::sync::Arc<[crate::VertexId]>, Option<usize>)> = None;
+    let mut at_position: Option<(&Arc<[crate::VertexId]>, Option<usize>)> = None;
+    // The last NaN positions seen of an averaged column, the vertex's position then and whether
+    // it is among them: those shared lists answer without reading the snapshot's own bytes.
+    let mut nan_at: Option<(&Arc<[u32]>, usize, bool)> = None;
     for (at, entry) in history.entries() {
-        let ids = &entry.columns().ids;
+        let columns = entry.columns();
         let k = match at_position {
-            Some((seen, k)) if std::sync::Arc::ptr_eq(seen, ids) => k,
+            Some((seen, k)) if Arc::ptr_eq(seen, &columns.ids) => k,
             _ => {
-                let k = entry.columns().position(id);
-                at_position = Some((ids, k));
+                let k = columns.position(id);
+                at_position = Some((&columns.ids, k));
                 k
             }
         };
-        f(at, k.map_or(f64::NAN, |k| entry.vertex_value(k, metric, column)));
+        let Some(k) = k else {
+            f(at, f64::NAN);
+            continue;
+        };
+        if let Some(nan) = column.and_then(|c| columns.nan_positions(c)) {
+            let is_nan = match nan_at {
+                Some((seen, at_k, is_nan)) if at_k == k && Arc::ptr_eq(seen, nan) => is_nan,
+                _ => {
+                    let is_nan = u32::try_from(k).is_ok_and(|k| nan.binary_search(&k).is_ok());
+                    nan_at = Some((nan, k, is_nan));
+                    is_nan
+                }
+            };
+            if is_nan {
+                f(at, f64::NAN);
+                continue;
+            }
+        }
+        f(at, entry.vertex_value(k, metric, column));
     }
 }
 
