@@ -84,7 +84,7 @@ pub fn evaluate(
     config: &EvaluationConfig,
     custom: Option<&mut CustomEvaluator<'_>>,
 ) -> Result<EvaluatedMetrics, MetricsError> {
-    evaluate_window(topology, &Window::read(topology, history), config, custom, None)
+    evaluate_window(topology, &Window::read(topology, history), config, custom)
 }
 
 /// The result of [`evaluate_with_estimates`]: the evaluated metrics, and the window figures
@@ -115,29 +115,19 @@ pub fn evaluate_with_estimates(
     custom: Option<&mut CustomEvaluator<'_>>,
 ) -> Result<Evaluation, MetricsError> {
     let window = Window::read(topology, history);
-    let mut estimates = Vec::with_capacity(topology.vertices().len());
-    let metrics = evaluate_window(topology, &window, config, custom, Some(&mut estimates))?;
-    let signals = topology
-        .vertices()
-        .iter()
-        .zip(&window.vertices)
-        .map(|(info, series)| (info.id.clone(), series.signals()))
-        .collect();
     Ok(Evaluation {
-        metrics,
-        estimates: estimates.into_iter().collect(),
-        signals,
+        metrics: evaluate_window(topology, &window, config, custom)?,
+        estimates: window.per_vertex(topology, |info, series| vertex_tpr_estimate(info, series, config)),
+        signals: window.per_vertex(topology, |_, series| series.signals()),
     })
 }
 
-/// [`evaluate`] on the `window` read, pushing each vertex's [`TprEstimate`] to `estimates` when
-/// given.
+/// [`evaluate`] on the `window` read.
 fn evaluate_window(
     topology: &JobTopology,
     window: &Window,
     config: &EvaluationConfig,
     mut custom: Option<&mut CustomEvaluator<'_>>,
-    mut estimates: Option<&mut Vec<(VertexId, TprEstimate)>>,
 ) -> Result<EvaluatedMetrics, MetricsError> {
     let vertices = topology.vertices();
     let processing_backlog = is_processing_backlog(topology, window, config);
@@ -153,10 +143,7 @@ fn evaluate_window(
     // The custom evaluator's view of the vertices evaluated so far, kept only when there is one.
     let mut in_progress = BTreeMap::new();
     for &v in topology.topological_order() {
-        let estimate = evaluate_vertex(topology, window, &mut evaluated, v, processing_backlog, config)?;
-        if let Some(estimates) = estimates.as_deref_mut() {
-            estimates.push((vertices[v].id.clone(), estimate));
-        }
+        evaluate_vertex(topology, window, &mut evaluated, v, processing_backlog, config)?;
         if let Some(custom) = custom.as_deref_mut() {
             let id = &vertices[v].id;
             crate::custom_evaluation::apply(custom, id, &mut evaluated[v], &in_progress, processing_backlog);
@@ -351,6 +338,20 @@ const RATE_COLUMNS: [usize; RATE_METRICS.len()] = [
 ];
 
 impl Window {
+    /// `f` of every vertex of `topology` (whose window this is) and its series, by vertex id.
+    fn per_vertex<T>(
+        &self,
+        topology: &JobTopology,
+        f: impl Fn(&VertexInfo, &VertexSeries) -> T,
+    ) -> BTreeMap<VertexId, T> {
+        topology
+            .vertices()
+            .iter()
+            .zip(&self.vertices)
+            .map(|(info, series)| (info.id.clone(), f(info, series)))
+            .collect()
+    }
+
     fn read(topology: &JobTopology, history: &MetricHistory) -> Self {
         const AVERAGED: [usize; 4] = [
             column(ScalingMetric::Load),
@@ -473,7 +474,6 @@ fn is_processing_backlog(topology: &JobTopology, window: &Window, config: &Evalu
 }
 
 /// Reference `evaluateMetrics` for one vertex; every input of `v` is already in `evaluated`.
-/// Returns the true-processing-rate estimate its `TRUE_PROCESSING_RATE` came from.
 fn evaluate_vertex(
     topology: &JobTopology,
     window: &Window,
@@ -481,7 +481,7 @@ fn evaluate_vertex(
     v: usize,
     processing_backlog: bool,
     config: &EvaluationConfig,
-) -> Result<TprEstimate, MetricsError> {
+) -> Result<(), MetricsError> {
     let info = &topology.vertices()[v];
     let series = &window.vertices[v];
 
@@ -530,7 +530,7 @@ fn evaluate_vertex(
         ScalingMetric::ScaleDownRateThreshold,
         EvaluatedScalingMetric::of(scale_down),
     );
-    Ok(estimate)
+    Ok(())
 }
 
 /// A source's (target rate, catch-up rate) (reference `computeTargetDataRate`, source branch):
@@ -724,18 +724,12 @@ pub fn true_processing_rate_estimates(
     history: &MetricHistory,
     config: &EvaluationConfig,
 ) -> BTreeMap<VertexId, TprEstimate> {
-    let window = Window::read(topology, history);
-    topology
-        .vertices()
-        .iter()
-        .zip(&window.vertices)
-        .map(|(info, series)| {
-            (
-                info.id.clone(),
-                tpr_estimate(series, f64::from(info.parallelism.get()), config),
-            )
-        })
-        .collect()
+    Window::read(topology, history).per_vertex(topology, |info, series| vertex_tpr_estimate(info, series, config))
+}
+
+/// [`tpr_estimate`] of the vertex `info` at its parallelism.
+fn vertex_tpr_estimate(info: &VertexInfo, series: &VertexSeries, config: &EvaluationConfig) -> TprEstimate {
+    tpr_estimate(series, f64::from(info.parallelism.get()), config)
 }
 
 #[cfg(test)]
