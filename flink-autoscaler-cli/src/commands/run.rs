@@ -680,18 +680,38 @@ fn signal_count() -> tokio::sync::watch::Receiver<u32> {
 /// `run`: logging set up, then the service on a runtime of `--worker-threads` threads.
 pub(crate) fn run_standalone(args: RunArgs) -> std::process::ExitCode {
     crate::logging::init(args.log_format == LogFormat::Json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(usize::from(args.worker_threads))
-        .enable_all()
-        .build()
-    {
+    // One thread: the current-thread scheduler, which runs the control loop and every job's task
+    // on the thread that calls `block_on`. The multi-thread scheduler with one worker would run the
+    // loop on this thread and the jobs on the worker, and wake one from the other (a futex call and
+    // a context switch) whenever a job's cycle ends.
+    let workers = usize::from(args.worker_threads);
+    let built = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
+    let runtime = match built {
         Ok(rt) => rt,
         Err(e) => {
             crate::io::report(&format!("flink-autoscaler: cannot start the runtime: {e}"));
             return std::process::ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(args)) {
+    // With several workers the loop runs on one of them too, so that `--worker-threads` threads
+    // do the work, not those plus this one.
+    let outcome = if workers == 1 {
+        runtime.block_on(run(args))
+    } else {
+        runtime.block_on(async {
+            tokio::spawn(run(args))
+                .await
+                .unwrap_or_else(|e| Err(anyhow::anyhow!("the control loop ended abnormally: {e}")))
+        })
+    };
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             crate::io::report(&format!("flink-autoscaler: {e:#}"));
