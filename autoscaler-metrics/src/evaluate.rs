@@ -500,7 +500,7 @@ fn evaluate_vertex(
 
     let parallelism = f64::from(info.parallelism.get());
     let busy_time = busy_time_ms_per_second(series, parallelism, config.busy_time_aggregator);
-    let estimate = tpr_estimate(series, parallelism, config);
+    let estimate = vertex_tpr_estimate(info, series, config);
     out.insert(
         ScalingMetric::TrueProcessingRate,
         EvaluatedScalingMetric::avg(estimate.value()),

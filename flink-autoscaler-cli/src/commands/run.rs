@@ -702,7 +702,7 @@ pub(crate) fn run_standalone(args: RunArgs) -> std::process::ExitCode {
 /// thread and its tasks on the worker, and wake one thread from the other, a futex call and a
 /// context switch, whenever a job's cycle ends: about a fifth of the service's CPU.) With several
 /// workers `work` runs on one of them, so that `workers` threads do the work, not those plus the
-/// calling one.
+/// calling one; a panic in it goes on unwinding in the caller, as it does with one thread.
 fn on_threads<F, T>(workers: usize, work: F) -> std::io::Result<Result<T>>
 where
     F: std::future::Future<Output = Result<T>> + Send + 'static,
@@ -717,9 +717,11 @@ where
         .enable_all()
         .build()?;
     Ok(runtime.block_on(async {
-        tokio::spawn(work)
-            .await
-            .unwrap_or_else(|e| Err(anyhow::anyhow!("the control loop ended abnormally: {e}")))
+        match tokio::spawn(work).await {
+            Ok(outcome) => outcome,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(anyhow::anyhow!("the control loop ended abnormally: {e}")),
+        }
     }))
 }
 
@@ -752,6 +754,21 @@ mod tests {
         let (caller, work, task) = threads_of(2);
         assert_ne!(work, caller);
         assert_ne!(task, caller);
+    }
+
+    #[test]
+    fn a_panic_in_the_loop_reaches_the_caller_whatever_the_threads() {
+        for workers in [1, 2] {
+            let caught = std::panic::catch_unwind(|| {
+                let _ = on_threads(workers, async { panic!("the loop broke") as Result<()> });
+            });
+            let payload = caught.expect_err("the panic reaches the caller");
+            assert_eq!(
+                payload.downcast_ref::<&str>(),
+                Some(&"the loop broke"),
+                "{workers} workers"
+            );
+        }
     }
 
     #[test]
