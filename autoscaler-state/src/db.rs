@@ -375,6 +375,10 @@ impl Db {
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Normal)
                     .busy_timeout(options.busy_timeout)
+                    // A batched upsert inside a transaction keeps a statement journal (the pages
+                    // it changed, to undo it alone); past 64 KiB SQLite spills it to a temporary
+                    // file, created and deleted per statement. In memory it is a copy.
+                    .pragma("temp_store", "memory")
                     .statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
                 // Each connection to `:memory:` is its own database: keep exactly one, forever.
                 let pool_options = if in_memory {

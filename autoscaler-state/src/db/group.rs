@@ -148,6 +148,7 @@ async fn run(
 ) {
     let mut group = Vec::with_capacity(MAX_GROUP_JOBS);
     let mut previous = 0;
+    let kept = KeptConnection::default();
     while receiver.recv_many(&mut group, MAX_GROUP_JOBS).await > 0 {
         if previous > 1 && group.len() < MAX_GROUP_JOBS / 2 {
             // The cycles of a control loop flush within moments of each other: a short wait lets
@@ -164,7 +165,7 @@ async fn run(
         previous = group.len();
         metrics::histogram!(crate::STATE_FLUSH_GROUP_JOBS, "store" => store).record(group.len() as f64);
         let flushes: Vec<&GroupedFlush> = group.iter().map(|q| &q.flush).collect();
-        let outcomes = write_with_retries(&database, &statements, &flushes).await;
+        let outcomes = write_with_retries(&database, &statements, &kept, &flushes).await;
         drop(flushes);
         for (queued, outcome) in group.drain(..).zip(outcomes) {
             let outcome = match outcome {
@@ -194,10 +195,11 @@ enum Verdict {
 async fn write_with_retries(
     database: &Database,
     statements: &Statements,
+    kept: &KeptConnection,
     flushes: &[&GroupedFlush],
 ) -> Vec<Option<Verdict>> {
     let writing = format!("a group of {} flushes", flushes.len());
-    match with_retries(&writing, || write_group(database, statements, flushes)).await {
+    match with_retries(&writing, || write_group(database, statements, kept, flushes)).await {
         Ok(verdicts) => verdicts.into_iter().map(Some).collect(),
         Err(e) => {
             // Not only a log line: each job's own write then fails or succeeds in its flush.
@@ -211,12 +213,18 @@ async fn write_with_retries(
 async fn write_group(
     database: &Database,
     statements: &Statements,
+    kept: &KeptConnection,
     flushes: &[&GroupedFlush],
 ) -> Result<Vec<Verdict>, sqlx::Error> {
     let now = Utc::now();
     let mut verdicts = vec![Verdict::Written; flushes.len()];
     with_pool!(database, pool => {
-        let mut conn = pool.acquire().await?;
+        // A failed attempt drops the connection (back to the pool, which checks it); the next
+        // one acquires another.
+        let mut conn = match kept.take(pool) {
+            Some(conn) => conn,
+            None => pool.acquire().await?,
+        };
         let mut tx = conn.begin().await?;
         // The lease rows first, as a flush of one job does (and as a taker does: only lease rows).
         let mut by_owner: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -309,6 +317,122 @@ async fn write_group(
             query.execute(&mut *tx).await?;
         }
         tx.commit().await?;
+        kept.keep(pool, conn);
         Ok(verdicts)
     })
+}
+
+/// The connection the group writer keeps from one group to the next.
+///
+/// A SQLite connection drops its whole page cache whenever another connection has written the
+/// database since its last transaction, and the pool hands its idle connections out in turn: a
+/// group written on whichever connection came next found a cold cache and read every page it
+/// touched again. On the writer's own connection the pages of the last groups stay cached, and
+/// a server's pool is not asked for a connection (and a ping) per group. Kept only when the
+/// pool has room for another connection beside it (a pool of one, as for `:memory:`, would
+/// otherwise be the writer's alone), and given back when the writer stops.
+#[derive(Default)]
+struct KeptConnection(Mutex<Option<Kept>>);
+
+/// [`KeptConnection`]'s connection, of the pool's driver.
+enum Kept {
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::pool::PoolConnection<sqlx::Postgres>),
+    #[cfg(feature = "mysql")]
+    MySql(sqlx::pool::PoolConnection<sqlx::MySql>),
+}
+
+/// A driver whose connections the group writer can keep.
+trait KeepsConnections: sqlx::Database {
+    fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Kept;
+    fn unwrap(kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>>;
+}
+
+macro_rules! keeps_connections {
+    ($feature:literal, $driver:ty, $variant:ident) => {
+        #[cfg(feature = $feature)]
+        impl KeepsConnections for $driver {
+            fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Kept {
+                Kept::$variant(conn)
+            }
+            fn unwrap(kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>> {
+                #[allow(unreachable_patterns)] // one driver compiled in
+                match kept {
+                    Kept::$variant(conn) => Some(conn),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+keeps_connections!("sqlite", sqlx::Sqlite, Sqlite);
+keeps_connections!("postgres", sqlx::Postgres, Postgres);
+keeps_connections!("mysql", sqlx::MySql, MySql);
+
+impl KeptConnection {
+    /// The kept connection, if there is one (of `pool`'s driver).
+    fn take<DB: KeepsConnections>(&self, _pool: &sqlx::Pool<DB>) -> Option<sqlx::pool::PoolConnection<DB>> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner).take()?;
+        DB::unwrap(kept)
+    }
+
+    /// Keeps `conn` for the next group if `pool` can spare it; otherwise it goes back.
+    fn keep<DB: KeepsConnections>(&self, pool: &sqlx::Pool<DB>, conn: sqlx::pool::PoolConnection<DB>) {
+        if pool.options().get_max_connections() > 1 && !pool.is_closed() {
+            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(DB::wrap(conn));
+        }
+    }
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::db::{Db, StateUrl, StoreOptions};
+    use std::time::Duration;
+
+    // The writer writes group after group on one connection (a temporary table, which only its
+    // own connection sees, survives from one group to the next), unless the pool holds a single
+    // connection; and the pool still closes.
+    #[tokio::test]
+    async fn the_writer_keeps_its_connection_when_the_pool_has_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let file: StateUrl = format!("sqlite:{}", dir.path().join("kept.db").display())
+            .parse()
+            .unwrap();
+        let memory: StateUrl = "sqlite::memory:".parse().unwrap();
+        for (url, keeps) in [(file, true), (memory, false)] {
+            let db = Db::connect(&url, &StoreOptions::default()).await.unwrap();
+            let Database::Sqlite(pool) = &db.database else {
+                panic!("a SQLite database");
+            };
+            let kept = KeptConnection::default();
+            write_group(&db.database, &db.statements, &kept, &[]).await.unwrap();
+            match kept.take(pool) {
+                Some(mut conn) => {
+                    sqlx::query("CREATE TEMP TABLE mark (x INTEGER)")
+                        .execute(&mut *conn)
+                        .await
+                        .unwrap();
+                    kept.keep(pool, conn);
+                }
+                None => assert!(!keeps, "{url}: nothing kept"),
+            }
+            for _ in 0..3 {
+                write_group(&db.database, &db.statements, &kept, &[]).await.unwrap();
+                let held = kept.0.lock().unwrap_or_else(PoisonError::into_inner).is_some();
+                assert_eq!(held, keeps, "{url}");
+            }
+            if let Some(mut conn) = kept.take(pool) {
+                assert!(keeps, "{url}: a pool of one is not kept");
+                sqlx::query("SELECT x FROM temp.mark")
+                    .execute(&mut *conn)
+                    .await
+                    .unwrap();
+            }
+            tokio::time::timeout(Duration::from_secs(10), db.close()).await.unwrap();
+        }
+    }
 }
