@@ -458,6 +458,45 @@ async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
 }
 per_backend!(a_flush_writes_only_the_new_snapshot);
 
+// A snapshot row the window index vouches for went missing behind the store's back (a DBA's
+// clean-up, say) just before the flush that trims it: the flush still leaves exactly the new
+// window. (On SQLite the trimmed row is renamed into the new one; finding it missing, the group
+// writes nothing and the job is written on its own.)
+async fn a_trimmed_row_gone_missing_still_leaves_the_exact_window(db: &TestDb) {
+    if !db.persistent() {
+        return;
+    }
+    let store = open(db).await;
+    let c = ctx("job");
+    let mut window = wide_history(60, 4);
+    store.store_collected_metrics(&c, &window).await.unwrap();
+    store.flush(&c).await.unwrap();
+    let rows = db.state_rows("job").await;
+    let (trimmed, _) = rows.iter().find(|(t, _)| t.contains("T22:13:20")).unwrap();
+    db.exec(
+        "DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?",
+        &["job", trimmed],
+    )
+    .await;
+    let latest = wide_history(61, 4)
+        .iter()
+        .next_back()
+        .map(|(at, s)| (*at, s.clone()))
+        .unwrap();
+    window.insert(latest.0, latest.1);
+    window.remove_before(common::t(10));
+    store.store_collected_metrics(&c, &window).await.unwrap();
+    store.flush(&c).await.unwrap();
+    let rows = db.state_rows("job").await;
+    let snapshot_rows = rows.iter().filter(|(t, _)| t.starts_with("collectedMetrics@")).count();
+    assert_eq!(snapshot_rows, 60);
+    assert_eq!(
+        json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
+        json(&window)
+    );
+}
+per_backend!(a_trimmed_row_gone_missing_still_leaves_the_exact_window);
+
 // Writes and deletions go in batches of a bounded size: a flush that adds and trims more
 // snapshots than one batch holds stores exactly the new window.
 async fn flushes_larger_than_a_batch_store_the_exact_window(db: &TestDb) {
