@@ -322,54 +322,61 @@ async fn write_group(
     })
 }
 
-/// The connection the group writer keeps from one group to the next.
+/// The connection the group writer keeps from one group to the next, on SQLite.
 ///
 /// A SQLite connection drops its whole page cache whenever another connection has written the
 /// database since its last transaction, and the pool hands its idle connections out in turn: a
-/// group written on whichever connection came next found a cold cache and read every page it
-/// touched again. On the writer's own connection the pages of the last groups stay cached, and
-/// a server's pool is not asked for a connection (and a ping) per group. Kept only when the
-/// pool has room for another connection beside it (a pool of one, as for `:memory:`, would
-/// otherwise be the writer's alone), and given back when the writer stops.
+/// group written on whichever connection came next found a cold cache and read the pages it
+/// touched again, and every connection prepared the batched statements for itself. On the
+/// writer's own connection the pages of the last groups stay cached. Kept only when the pool
+/// has room for another connection beside it (a pool of one, as for `:memory:`, would
+/// otherwise be the writer's alone), and given back when the writer stops. PostgreSQL and
+/// MySQL connections go back to the pool after each group: keeping one measured no gain there.
 #[derive(Default)]
 struct KeptConnection(Mutex<Option<Kept>>);
 
-/// [`KeptConnection`]'s connection, of the pool's driver.
+/// [`KeptConnection`]'s connection.
 enum Kept {
     #[cfg(feature = "sqlite")]
     Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
-    #[cfg(feature = "postgres")]
-    Postgres(sqlx::pool::PoolConnection<sqlx::Postgres>),
-    #[cfg(feature = "mysql")]
-    MySql(sqlx::pool::PoolConnection<sqlx::MySql>),
 }
 
-/// A driver whose connections the group writer can keep.
+/// A driver, and whether the group writer keeps its connections.
 trait KeepsConnections: sqlx::Database {
-    fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Kept;
+    /// `conn` as the writer keeps it; `None` when this driver's are not kept.
+    fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Option<Kept>;
+    /// The kept connection, if it is of this driver.
     fn unwrap(kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>>;
 }
 
-macro_rules! keeps_connections {
-    ($feature:literal, $driver:ty, $variant:ident) => {
+#[cfg(feature = "sqlite")]
+impl KeepsConnections for sqlx::Sqlite {
+    fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Option<Kept> {
+        Some(Kept::Sqlite(conn))
+    }
+    fn unwrap(kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>> {
+        match kept {
+            Kept::Sqlite(conn) => Some(conn),
+        }
+    }
+}
+
+/// The server drivers: their connections go back to the pool.
+macro_rules! returns_connections {
+    ($feature:literal, $driver:ty) => {
         #[cfg(feature = $feature)]
         impl KeepsConnections for $driver {
-            fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Kept {
-                Kept::$variant(conn)
+            fn wrap(_conn: sqlx::pool::PoolConnection<Self>) -> Option<Kept> {
+                None
             }
-            fn unwrap(kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>> {
-                #[allow(unreachable_patterns)] // one driver compiled in
-                match kept {
-                    Kept::$variant(conn) => Some(conn),
-                    _ => None,
-                }
+            fn unwrap(_kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>> {
+                None
             }
         }
     };
 }
-keeps_connections!("sqlite", sqlx::Sqlite, Sqlite);
-keeps_connections!("postgres", sqlx::Postgres, Postgres);
-keeps_connections!("mysql", sqlx::MySql, MySql);
+returns_connections!("postgres", sqlx::Postgres);
+returns_connections!("mysql", sqlx::MySql);
 
 impl KeptConnection {
     /// The kept connection, if there is one (of `pool`'s driver).
@@ -378,10 +385,11 @@ impl KeptConnection {
         DB::unwrap(kept)
     }
 
-    /// Keeps `conn` for the next group if `pool` can spare it; otherwise it goes back.
+    /// Keeps `conn` for the next group if its driver's are kept and `pool` can spare it;
+    /// otherwise it goes back.
     fn keep<DB: KeepsConnections>(&self, pool: &sqlx::Pool<DB>, conn: sqlx::pool::PoolConnection<DB>) {
         if pool.options().get_max_connections() > 1 && !pool.is_closed() {
-            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(DB::wrap(conn));
+            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = DB::wrap(conn);
         }
     }
 }
