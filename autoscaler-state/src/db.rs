@@ -377,7 +377,7 @@ impl Db {
                     .busy_timeout(options.busy_timeout)
                     // A batched upsert inside a transaction keeps a statement journal (the pages
                     // it changed, to undo it alone); past 64 KiB SQLite spills it to a temporary
-                    // file, created and deleted per statement. In memory it is a copy.
+                    // file, created and deleted within the transaction. In memory it is a copy.
                     .pragma("temp_store", "memory")
                     .statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
                 // Each connection to `:memory:` is its own database: keep exactly one, forever.
