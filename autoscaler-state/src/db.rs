@@ -1184,6 +1184,22 @@ impl Db {
 mod tests {
     use super::*;
 
+    /// The URL of a SQLite file `name` in `dir`.
+    #[cfg(feature = "sqlite")]
+    pub(super) fn sqlite_file(dir: &std::path::Path, name: &str) -> StateUrl {
+        format!("sqlite:{}", dir.join(name).display()).parse().unwrap()
+    }
+
+    /// `db`'s SQLite pool.
+    #[cfg(feature = "sqlite")]
+    pub(super) fn sqlite_pool(db: &Db) -> &SqlitePool {
+        match &db.database {
+            Database::Sqlite(pool) => pool,
+            #[allow(unreachable_patterns)] // other drivers compiled in
+            _ => panic!("a SQLite database"),
+        }
+    }
+
     #[test]
     fn urls_parse_to_their_backend() {
         assert_eq!("memory".parse::<StateUrl>().unwrap(), StateUrl::Memory);
@@ -1260,13 +1276,10 @@ mod tests {
     #[tokio::test]
     async fn sqlite_finds_fenced_and_released_leases_by_key() {
         let dir = tempfile::tempdir().unwrap();
-        let url: StateUrl = format!("sqlite:{}", dir.path().join("plan.db").display())
-            .parse()
+        let db = Db::connect(&sqlite_file(dir.path(), "plan.db"), &StoreOptions::default())
+            .await
             .unwrap();
-        let db = Db::connect(&url, &StoreOptions::default()).await.unwrap();
-        let Database::Sqlite(pool) = &db.database else {
-            panic!("a SQLite database");
-        };
+        let pool = sqlite_pool(&db);
         // As many leases of one owner as a fleet has, so that a scan would be the costly plan.
         for i in 0..500 {
             sqlx::query("INSERT INTO t_flink_autoscaler_job_lease VALUES (?, 'me', 1, 9999999999999)")
@@ -1309,10 +1322,7 @@ mod tests {
         use sqlx::Connection as _;
         let url: StateUrl = "sqlite::memory:".parse().unwrap();
         let db = Db::connect(&url, &StoreOptions::default()).await.unwrap();
-        let Database::Sqlite(pool) = &db.database else {
-            panic!("a SQLite database");
-        };
-        let mut conn = pool.acquire().await.unwrap();
+        let mut conn = sqlite_pool(&db).acquire().await.unwrap();
         let before = conn.cached_statements_size();
         let shapes = MAX_BATCH_ROWS;
         for rows in 1..=shapes {

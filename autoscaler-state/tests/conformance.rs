@@ -460,8 +460,7 @@ per_backend!(a_flush_writes_only_the_new_snapshot);
 
 // A snapshot row the window index vouches for went missing behind the store's back (a DBA's
 // clean-up, say) just before the flush that trims it: the flush still leaves exactly the new
-// window. (On SQLite the trimmed row is renamed into the new one; finding it missing, the group
-// writes nothing and the job is written on its own.)
+// window (deleting a row that is not there deletes nothing).
 async fn a_trimmed_row_gone_missing_still_leaves_the_exact_window(db: &TestDb) {
     if !db.persistent() {
         return;

@@ -15,7 +15,7 @@
 //! window again). When the group's transaction fails, every job of the group is handed back and
 //! written on its own, so one job's bad row (a MySQL key too long, say) fails that job only.
 
-use super::{Database, Statements, text_column, with_retries};
+use super::{Database, Dialect, Statements, text_column, with_retries};
 use crate::rows::WINDOW_INDEX;
 use chrono::Utc;
 use sqlx::Connection as _;
@@ -317,7 +317,7 @@ async fn write_group(
             query.execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        kept.keep(pool, conn);
+        kept.keep(statements.dialect, pool, conn);
         Ok(verdicts)
     })
 }
@@ -332,64 +332,24 @@ async fn write_group(
 /// has room for another connection beside it (a pool of one, as for `:memory:`, would
 /// otherwise be the writer's alone), and given back when the writer stops. PostgreSQL and
 /// MySQL connections go back to the pool after each group: keeping one measured no gain there.
+///
+/// The slot holds a `PoolConnection` of the store's one driver, type-erased so that the
+/// driver-generic body of [`write_group`] can take it back out.
 #[derive(Default)]
-struct KeptConnection(Mutex<Option<Kept>>);
-
-/// [`KeptConnection`]'s connection.
-enum Kept {
-    #[cfg(feature = "sqlite")]
-    Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
-}
-
-/// A driver, and whether the group writer keeps its connections.
-trait KeepsConnections: sqlx::Database {
-    /// `conn` as the writer keeps it; `None` when this driver's are not kept.
-    fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Option<Kept>;
-    /// The kept connection, if it is of this driver.
-    fn unwrap(kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>>;
-}
-
-#[cfg(feature = "sqlite")]
-impl KeepsConnections for sqlx::Sqlite {
-    fn wrap(conn: sqlx::pool::PoolConnection<Self>) -> Option<Kept> {
-        Some(Kept::Sqlite(conn))
-    }
-    fn unwrap(kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>> {
-        match kept {
-            Kept::Sqlite(conn) => Some(conn),
-        }
-    }
-}
-
-/// The server drivers: their connections go back to the pool.
-macro_rules! returns_connections {
-    ($feature:literal, $driver:ty) => {
-        #[cfg(feature = $feature)]
-        impl KeepsConnections for $driver {
-            fn wrap(_conn: sqlx::pool::PoolConnection<Self>) -> Option<Kept> {
-                None
-            }
-            fn unwrap(_kept: Kept) -> Option<sqlx::pool::PoolConnection<Self>> {
-                None
-            }
-        }
-    };
-}
-returns_connections!("postgres", sqlx::Postgres);
-returns_connections!("mysql", sqlx::MySql);
+struct KeptConnection(Mutex<Option<Box<dyn std::any::Any + Send>>>);
 
 impl KeptConnection {
-    /// The kept connection, if there is one (of `pool`'s driver).
-    fn take<DB: KeepsConnections>(&self, _pool: &sqlx::Pool<DB>) -> Option<sqlx::pool::PoolConnection<DB>> {
+    /// The kept connection, if there is one (of `pool`'s driver: `pool` only names the type).
+    fn take<DB: sqlx::Database>(&self, _pool: &sqlx::Pool<DB>) -> Option<sqlx::pool::PoolConnection<DB>> {
         let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner).take()?;
-        DB::unwrap(kept)
+        kept.downcast().ok().map(|conn| *conn)
     }
 
-    /// Keeps `conn` for the next group if its driver's are kept and `pool` can spare it;
-    /// otherwise it goes back.
-    fn keep<DB: KeepsConnections>(&self, pool: &sqlx::Pool<DB>, conn: sqlx::pool::PoolConnection<DB>) {
-        if pool.options().get_max_connections() > 1 && !pool.is_closed() {
-            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = DB::wrap(conn);
+    /// Keeps `conn` for the next group if the database is SQLite and `pool` can spare it;
+    /// otherwise it goes back to the pool.
+    fn keep<DB: sqlx::Database>(&self, dialect: Dialect, pool: &sqlx::Pool<DB>, conn: sqlx::pool::PoolConnection<DB>) {
+        if dialect == Dialect::Sqlite && pool.options().get_max_connections() > 1 && !pool.is_closed() {
+            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(conn));
         }
     }
 }
@@ -407,15 +367,11 @@ mod tests {
     #[tokio::test]
     async fn the_writer_keeps_its_connection_when_the_pool_has_room() {
         let dir = tempfile::tempdir().unwrap();
-        let file: StateUrl = format!("sqlite:{}", dir.path().join("kept.db").display())
-            .parse()
-            .unwrap();
+        let file = crate::db::tests::sqlite_file(dir.path(), "kept.db");
         let memory: StateUrl = "sqlite::memory:".parse().unwrap();
         for (url, keeps) in [(file, true), (memory, false)] {
             let db = Db::connect(&url, &StoreOptions::default()).await.unwrap();
-            let Database::Sqlite(pool) = &db.database else {
-                panic!("a SQLite database");
-            };
+            let pool = crate::db::tests::sqlite_pool(&db);
             let kept = KeptConnection::default();
             write_group(&db.database, &db.statements, &kept, &[]).await.unwrap();
             match kept.take(pool) {
@@ -424,7 +380,7 @@ mod tests {
                         .execute(&mut *conn)
                         .await
                         .unwrap();
-                    kept.keep(pool, conn);
+                    kept.keep(Dialect::Sqlite, pool, conn);
                 }
                 None => assert!(!keeps, "{url}: nothing kept"),
             }
