@@ -213,6 +213,39 @@ async fn metric_names_are_listed_once_then_only_sources_are_relisted() {
     assert_eq!(requests_to(&server, &subtask_metrics_path(KEYED), true).await, 2);
 }
 
+/// Whether two collections handed out one topology (not two equal ones; both are alive, so two
+/// builds cannot share the address of their vertices).
+fn same_graph(a: &CollectedJobMetrics, b: &CollectedJobMetrics) -> bool {
+    std::ptr::eq(a.topology.vertices().as_ptr(), b.topology.vertices().as_ptr())
+}
+
+#[tokio::test]
+async fn the_topology_of_an_unchanged_job_is_handed_out_again_until_cleanup() {
+    let server = MockServer::start().await;
+    mount_job(&server).await;
+    let ctx = ctx(client(&server), Configuration::new());
+    let collector = RestMetricsCollector::<String>::new();
+
+    let first = collector
+        .collect(&ctx, &opts(&ctx), stable_now())
+        .await
+        .expect("first cycle");
+    let second = collector
+        .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(10))
+        .await
+        .expect("second cycle");
+    assert!(same_graph(&first, &second), "the unchanged job's topology is reused");
+    assert_eq!(scaling(&first), scaling(&second), "with the same IO counters");
+
+    MetricsCollector::<String, Ctx>::cleanup(&collector, &JOB.to_owned()).await;
+    let third = collector
+        .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(20))
+        .await
+        .expect("third cycle");
+    assert!(!same_graph(&second, &third), "cleanup forgot it");
+    assert_eq!(second.topology, third.topology);
+}
+
 #[tokio::test]
 async fn missing_required_metric_is_not_ready_while_stabilizing_and_an_error_after() {
     let server = MockServer::start().await;

@@ -4,6 +4,9 @@
 //! One collection:
 //! 1. `GET /jobs/<id>`: when the job last became RUNNING, vertex parallelism / max parallelism /
 //!    status / IO counters, and the plan (edges, ship strategies). An empty plan is "not ready".
+//!    The answer is read in place (the strings borrowed from its body, the plan's descriptions
+//!    skipped), and the previous cycle's topology is handed out again while the answer describes
+//!    exactly the same graph; the IO counters are this cycle's.
 //! 2. Per source: list its metric names and count Kafka/Pulsar partitions (used by alignment).
 //!    A source is listed every cycle until it reports `pendingRecords` (registered lazily), then
 //!    every [`SOURCE_METRIC_NAMES_MAX_AGE`] (new partitions show there).
@@ -18,8 +21,8 @@
 //!    `metrics.fetcher.update-interval`, 10 s by default).
 //!
 //! Everything cached about a job is dropped when the job switched to RUNNING again (a restart or
-//! a rescale), when Flink answers a vertex's query with nothing, and by
-//! [`MetricsCollector::cleanup`].
+//! a rescale) and by [`MetricsCollector::cleanup`]; the metric names and source listings also when
+//! Flink answers a vertex's query with nothing.
 //!
 //! The result is a [`MetricsSnapshot::Flink`]: the cycle converts it
 //! ([`autoscaler_metrics::collection::convert_to_scaling_metrics`]) against its metric window, and
@@ -29,7 +32,8 @@ mod names;
 
 use crate::context::FlinkRestContext;
 use crate::rest::{
-    AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetails, JobPlan, PreparedRequest, RestError,
+    AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView,
+    PreparedRequest, RestError,
 };
 use async_trait::async_trait;
 use autoscaler_core::{
@@ -66,9 +70,10 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 
 /// Collects metrics of jobs whose context carries a [`FlinkRestClient`] ([`FlinkRestContext`]).
 ///
-/// It caches, per job key, the metric names to query per vertex and when each source was last
-/// listed (with its partition count), and per cluster (REST base URL) whether the task managers
-/// report GC metrics and the latest slot and task-manager metrics (see the module docs).
+/// It caches, per job key, the metric names to query per vertex, when each source was last listed
+/// (with its partition count) and the job's topology, and per cluster (REST base URL) whether the
+/// task managers report GC metrics and the latest slot and task-manager metrics (see the module
+/// docs).
 ///
 /// ```
 /// use autoscaler_core::{BasicJobContext, MetricsCollector};
@@ -92,6 +97,9 @@ pub struct RestMetricsCollector<K> {
     source_listings: Mutex<HashMap<K, BTreeMap<VertexId, SourceListing>>>,
     clusters: Mutex<HashMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
     running_since: Mutex<HashMap<K, DateTime<Utc>>>,
+    /// The topology each job's last collection handed out, handed out again while the job details
+    /// describe the same graph ([`describes`]).
+    topologies: Mutex<HashMap<K, JobTopology>>,
 }
 
 /// The names to query per vertex of one job.
@@ -206,6 +214,7 @@ impl<K> Default for RestMetricsCollector<K> {
             source_listings: Mutex::new(HashMap::new()),
             clusters: Mutex::new(HashMap::new()),
             running_since: Mutex::new(HashMap::new()),
+            topologies: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -232,6 +241,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
         lock(&self.metric_names).remove(job_key);
         lock(&self.source_listings).remove(job_key);
         lock(&self.running_since).remove(job_key);
+        lock(&self.topologies).remove(job_key);
     }
 
     /// The shared metrics of the cluster `client` talks to.
@@ -252,6 +262,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
             tracing::info!(%running_since, "Job updated. Clearing metrics.");
             lock(&self.metric_names).remove(job_key);
             lock(&self.source_listings).remove(job_key);
+            lock(&self.topologies).remove(job_key);
             // The job's task managers may be new ones: probe their GC metrics again.
             let cluster = self.cluster(client);
             cluster.lock().await.has_gc_metrics = None;
@@ -471,7 +482,12 @@ where
             .ok_or_else(|| CollectError::NotReady("the job has no Flink job id yet".to_owned()))?;
         let client = ctx.rest_client();
 
-        let details = client.job_details(job_id).await.map_err(|e| job_error(job_id, e))?;
+        // The details (and the plan, if fetched apart) borrow their strings from these.
+        let (mut details_body, mut plan_body) = (Vec::new(), Vec::new());
+        let details = client
+            .job_details_view(job_id, &mut details_body)
+            .await
+            .map_err(|e| job_error(job_id, e))?;
         let running_since = details.running_since().ok_or_else(|| {
             CollectError::Failed(format!("Unable to find when job {job_id} was switched to RUNNING."))
         })?;
@@ -481,22 +497,27 @@ where
         let plan = match &details.plan {
             Some(plan) => plan,
             None => {
-                fetched = client.job_plan(job_id).await.map_err(|e| job_error(job_id, e))?;
+                fetched = client
+                    .job_plan_view(job_id, &mut plan_body)
+                    .await
+                    .map_err(|e| job_error(job_id, e))?;
                 &fetched
             }
         };
         if plan.nodes.is_empty() {
             return Err(CollectError::NotReady("job is not ready yet".to_owned()));
         }
+        let cached = lock(&self.topologies).get(job_key).cloned();
         // Sources are relisted for lazily registered pendingRecords and new partitions.
         let sources: Vec<VertexId> = plan
             .nodes
             .iter()
             .filter(|n| n.inputs.is_empty())
-            .map(|n| VertexId::new(&n.id))
+            .map(|n| vertex_id(cached.as_ref(), &n.id))
             .collect();
         let (source_names, partitions) = self.list_sources(job_key, client, job_id, &sources, now).await?;
-        let (topology, io_metrics) = job_topology(&details, plan, &partitions)?;
+        let (topology, io_metrics) = job_topology(&details, plan, &partitions, cached)?;
+        insert(&mut lock(&self.topologies), job_key, topology.clone());
 
         let stabilizing = now < add_saturating(running_since, options.stabilization_interval);
         let names = match self
@@ -529,51 +550,117 @@ where
     }
 }
 
-/// Builds the topology from the plan (vertices, edges, ship strategies, parallelism) and the job
-/// details' vertices (max parallelism, slot sharing group, FINISHED), with the IO counters per vertex
-/// (reference `getJobTopology` / `JobTopology.fromJsonPlan`). A parallelism above the max parallelism
-/// is accepted, as in the reference.
+/// The job's topology (reference `getJobTopology` / `JobTopology.fromJsonPlan`) with the IO
+/// counters per vertex: `cached` when the details describe exactly its graph ([`describes`]),
+/// otherwise built anew ([`build_topology`]). The IO counters are always this cycle's.
 fn job_topology(
-    details: &JobDetails,
-    plan: &JobPlan,
+    details: &JobDetailsView<'_>,
+    plan: &JobPlanView<'_>,
     source_partitions: &BTreeMap<VertexId, u32>,
+    cached: Option<JobTopology>,
 ) -> Result<(JobTopology, BTreeMap<VertexId, IoMetrics>), CollectError> {
-    let mut vertices = Vec::with_capacity(plan.nodes.len());
+    let nodes: Vec<PlannedVertex<'_, '_>> = plan.nodes.iter().map(|node| (node, details.vertex(&node.id))).collect();
+    let topology = match cached {
+        Some(cached) if describes(&cached, &nodes, source_partitions) => cached,
+        cached => build_topology(&nodes, source_partitions, cached.as_ref())?,
+    };
+    // Either way the topology's vertices are the plan's nodes, in order.
+    let io_metrics = topology
+        .vertices()
+        .iter()
+        .zip(&nodes)
+        .map(|(built, (_, vertex))| {
+            let io = if built.finished {
+                IoMetrics::FINISHED
+            } else {
+                vertex.and_then(|v| v.metrics).map(IoMetrics::from).unwrap_or_default()
+            };
+            (built.id.clone(), io)
+        })
+        .collect();
+    Ok((topology, io_metrics))
+}
+
+/// A node of the plan with its vertex of the job details (`None` when the details lack it).
+type PlannedVertex<'p, 'a> = (&'p PlanNodeView<'a>, Option<&'p JobVertexView<'a>>);
+
+/// Builds the topology from the plan (vertices, edges, ship strategies, parallelism) and the job
+/// details' vertices (name, max parallelism, slot sharing group, FINISHED). A parallelism above the
+/// max parallelism is accepted, as in the reference. Ids already in `cached` are shared with it.
+fn build_topology(
+    nodes: &[PlannedVertex<'_, '_>],
+    source_partitions: &BTreeMap<VertexId, u32>,
+    cached: Option<&JobTopology>,
+) -> Result<JobTopology, CollectError> {
+    let mut vertices = Vec::with_capacity(nodes.len());
     let mut edges = Vec::new();
-    let mut io_metrics = BTreeMap::new();
-    for node in &plan.nodes {
-        let id = VertexId::new(&node.id);
-        let vertex = details.vertex(&node.id).ok_or_else(|| {
+    for &(node, vertex) in nodes {
+        let vertex = vertex.ok_or_else(|| {
             CollectError::Failed(format!(
                 "vertex {} of the plan is missing from the job details",
                 node.id
             ))
         })?;
+        let id = vertex_id(cached, &node.id);
         let mut spec = VertexSpec::new(
             id.clone(),
             positive(node.parallelism, "parallelism", &node.id)?,
             positive(vertex.max_parallelism, "max parallelism", &node.id)?,
         );
-        spec.name = Some(vertex.name.clone());
+        spec.name = Some(vertex.name.to_string());
         spec.finished = vertex.is_finished();
-        spec.slot_sharing_group = vertex.slot_sharing_group_id.clone();
+        spec.slot_sharing_group = vertex.slot_sharing_group_id.as_deref().map(str::to_owned);
         if let Some(partitions) = source_partitions.get(&id) {
             spec.num_source_partitions = *partitions;
         }
-        let io = vertex.metrics.map(IoMetrics::from).unwrap_or_default();
-        io_metrics.insert(id.clone(), if spec.finished { IoMetrics::FINISHED } else { io });
         vertices.push(spec);
         for input in &node.inputs {
             edges.push(EdgeSpec::new(
-                input.id.as_str(),
+                vertex_id(cached, &input.id),
                 id.clone(),
                 ShipStrategy::parse_lenient(&input.ship_strategy),
             ));
         }
     }
-    let topology = JobTopology::new_lenient(vertices, edges)
-        .map_err(|e| CollectError::Failed(format!("the job graph is not usable: {e}")))?;
-    Ok((topology, io_metrics))
+    JobTopology::new_lenient(vertices, edges)
+        .map_err(|e| CollectError::Failed(format!("the job graph is not usable: {e}")))
+}
+
+/// Whether `topology` is the one [`build_topology`] builds from `nodes`: the same vertices in the
+/// same order, each with the same id, name, parallelism, max parallelism, FINISHED flag, slot sharing
+/// group and source partitions, and the same inputs in the same order with the same ship strategies.
+/// Compared in place, without building anything; every field `build_topology` sets is compared here.
+/// Details that would fail to build never describe a topology (it was built, so it is valid).
+fn describes(
+    topology: &JobTopology,
+    nodes: &[PlannedVertex<'_, '_>],
+    source_partitions: &BTreeMap<VertexId, u32>,
+) -> bool {
+    let vertices = topology.vertices();
+    vertices.len() == nodes.len()
+        && vertices.iter().zip(nodes).all(|(built, &(node, vertex))| {
+            vertex.is_some_and(|vertex| {
+                built.id.as_str() == node.id
+                    && i64::from(built.parallelism.get()) == node.parallelism
+                    && i64::from(built.max_parallelism.get()) == vertex.max_parallelism
+                    && built.name.as_deref() == Some(&*vertex.name)
+                    && built.finished == vertex.is_finished()
+                    && built.slot_sharing_group.as_deref() == vertex.slot_sharing_group_id.as_deref()
+                    && built.num_source_partitions == source_partitions.get(&*node.id).copied().unwrap_or(0)
+                    && built.inputs.len() == node.inputs.len()
+                    && built.inputs.iter().zip(&node.inputs).all(|(&(from, strategy), input)| {
+                        vertices.get(from).is_some_and(|from| from.id.as_str() == input.id)
+                            && strategy == ShipStrategy::parse_lenient(&input.ship_strategy)
+                    })
+            })
+        })
+}
+
+/// The vertex id `id`: the `cached` topology's (sharing its text) when it has that vertex.
+fn vertex_id(cached: Option<&JobTopology>, id: &str) -> VertexId {
+    cached
+        .and_then(|topology| topology.get(id))
+        .map_or_else(|| VertexId::new(id), |vertex| vertex.id.clone())
 }
 
 fn positive(value: i64, what: &str, vertex: &str) -> Result<u32, CollectError> {
@@ -671,6 +758,271 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
+
+    /// The details of a small job: `source` -HASH-> `keyed` -FORWARD-> `sink`, one slot sharing
+    /// group, the plan included.
+    fn job() -> Value {
+        json!({
+            "jid": "j", "name": "small", "state": "RUNNING",
+            "timestamps": {"RUNNING": 1_700_000_000_000_i64, "CREATED": 1_699_999_999_000_i64},
+            "vertices": [
+                {"id": "source", "name": "Source: numbers", "maxParallelism": 128, "parallelism": 2,
+                 "status": "RUNNING", "slotSharingGroupId": "default",
+                 "metrics": {"read-records": 0, "write-records": 1000, "accumulated-busy-time": 250.0}},
+                {"id": "keyed", "name": "keyed \"sum\"", "maxParallelism": 128, "parallelism": 4,
+                 "status": "RUNNING", "slotSharingGroupId": "default",
+                 "metrics": {"read-records": 1000, "write-records": 500, "accumulated-busy-time": "NaN"}},
+                {"id": "sink", "name": "Sink: print", "maxParallelism": 64, "parallelism": 1,
+                 "status": "RUNNING", "slotSharingGroupId": "default",
+                 "metrics": {"read-records": 500, "write-records": 0, "accumulated-busy-time": 10.0}}
+            ],
+            "plan": {"jid": "j", "nodes": [
+                {"id": "source", "parallelism": 2, "description": "Source: numbers<br/>", "inputs": []},
+                {"id": "keyed", "parallelism": 4, "description": "keyed<br/>",
+                 "inputs": [{"num": 0, "id": "source", "ship_strategy": "HASH", "exchange": "pipelined_bounded"}]},
+                {"id": "sink", "parallelism": 1, "description": "Sink: print<br/>",
+                 "inputs": [{"num": 0, "id": "keyed", "ship_strategy": "FORWARD", "exchange": "pipelined_bounded"}]}
+            ]}
+        })
+    }
+
+    /// The source has 8 partitions.
+    fn partitions() -> BTreeMap<VertexId, u32> {
+        BTreeMap::from([(VertexId::new("source"), 8)])
+    }
+
+    /// The topology and IO counters of `details` (a body) with `cached` from a previous cycle.
+    fn topology_of(
+        details: &str,
+        partitions: &BTreeMap<VertexId, u32>,
+        cached: Option<JobTopology>,
+    ) -> Result<(JobTopology, BTreeMap<VertexId, IoMetrics>), CollectError> {
+        let view: JobDetailsView<'_> = serde_json::from_str(details).expect("the details parse");
+        let plan = view.plan.as_ref().expect("the details have the plan");
+        job_topology(&view, plan, partitions, cached)
+    }
+
+    /// Whether `a` and `b` are one topology handed out twice (not two equal ones): both are alive,
+    /// so two builds cannot share the address of their vertices.
+    fn same_graph(a: &JobTopology, b: &JobTopology) -> bool {
+        std::ptr::eq(a.vertices().as_ptr(), b.vertices().as_ptr())
+    }
+
+    fn failure(result: Result<(JobTopology, BTreeMap<VertexId, IoMetrics>), CollectError>) -> String {
+        match result {
+            Err(CollectError::Failed(message)) => message,
+            other => panic!("expected a failed collection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_topology_is_built_from_the_plan_and_the_vertices() {
+        let (topology, io) = topology_of(&job().to_string(), &partitions(), None).expect("builds");
+        let expected = JobTopology::new_lenient(
+            vec![
+                VertexSpec::new("source", 2, 128)
+                    .with_name("Source: numbers")
+                    .with_slot_sharing_group("default")
+                    .with_source_partitions(8),
+                VertexSpec::new("keyed", 4, 128)
+                    .with_name("keyed \"sum\"")
+                    .with_slot_sharing_group("default"),
+                VertexSpec::new("sink", 1, 64)
+                    .with_name("Sink: print")
+                    .with_slot_sharing_group("default"),
+            ],
+            vec![
+                EdgeSpec::new("source", "keyed", ShipStrategy::Hash),
+                EdgeSpec::new("keyed", "sink", ShipStrategy::Forward),
+            ],
+        )
+        .expect("valid");
+        assert_eq!(topology, expected);
+        assert_eq!(io.len(), 3);
+        assert_eq!(
+            (io["source"].num_records_out, io["source"].accumulated_busy_time),
+            (1000, 250.0)
+        );
+        assert!(io["keyed"].accumulated_busy_time.is_nan());
+        assert_eq!(io["sink"].num_records_in, 500);
+    }
+
+    #[test]
+    fn an_unchanged_graph_hands_out_the_cached_topology_with_this_cycles_io() {
+        let (cached, _) = topology_of(&job().to_string(), &partitions(), None).expect("builds");
+        let mut next = job();
+        next["vertices"][1]["metrics"] =
+            json!({"read-records": 3000, "write-records": 1500, "accumulated-busy-time": 900.0});
+        next["vertices"][2]["metrics"] =
+            json!({"read-records": 1500, "write-records": 0, "accumulated-busy-time": 30.0});
+        // The job's name, its timestamps and the plan's descriptions are not the graph.
+        next["name"] = json!("renamed");
+        next["timestamps"]["RUNNING"] = json!(1_700_000_100_000_i64);
+        next["plan"]["nodes"][0]["description"] = json!("Source: numbers (new description)");
+
+        let (topology, io) = topology_of(&next.to_string(), &partitions(), Some(cached.clone())).expect("reuses");
+        assert!(
+            same_graph(&topology, &cached),
+            "the cached topology is handed out again"
+        );
+        assert_eq!(io["keyed"].num_records_in, 3000);
+        assert_eq!(io["keyed"].accumulated_busy_time, 900.0);
+        assert_eq!(io["sink"].num_records_in, 1500);
+        for (id, vertex) in io.keys().zip(cached.id_order().iter().map(|&i| &cached.vertices()[i])) {
+            assert_eq!(id, &vertex.id);
+            assert!(
+                std::ptr::eq(id.as_str(), vertex.id.as_str()),
+                "{id} shares the topology's text"
+            );
+        }
+    }
+
+    #[test]
+    fn a_finished_vertex_has_the_finished_io_in_a_reused_topology_too() {
+        let mut finished = job();
+        finished["vertices"][0]["status"] = json!("FINISHED");
+        let (cached, _) = topology_of(&finished.to_string(), &partitions(), None).expect("builds");
+        let (topology, io) = topology_of(&finished.to_string(), &partitions(), Some(cached.clone())).expect("reuses");
+        assert!(same_graph(&topology, &cached));
+        assert_eq!(io["source"], IoMetrics::FINISHED);
+    }
+
+    /// A change of the job details, named.
+    type Change = (&'static str, fn(&mut Value));
+
+    /// The array at `value` (of the test's own JSON).
+    fn array(value: &mut Value) -> &mut Vec<Value> {
+        value.as_array_mut().expect("an array")
+    }
+
+    #[test]
+    fn each_change_of_the_graph_builds_a_new_topology() {
+        let changes: [Change; 13] = [
+            ("the plan's parallelism", |d| {
+                d["plan"]["nodes"][1]["parallelism"] = json!(6);
+                d["vertices"][1]["parallelism"] = json!(6);
+            }),
+            ("the max parallelism", |d| {
+                d["vertices"][1]["maxParallelism"] = json!(256)
+            }),
+            ("a vertex finished", |d| d["vertices"][0]["status"] = json!("FINISHED")),
+            ("another slot sharing group", |d| {
+                d["vertices"][2]["slotSharingGroupId"] = json!("sinks")
+            }),
+            ("no slot sharing group", |d| {
+                if let Some(sink) = d["vertices"][2].as_object_mut() {
+                    sink.remove("slotSharingGroupId");
+                }
+            }),
+            ("a ship strategy", |d| {
+                d["plan"]["nodes"][2]["inputs"][0]["ship_strategy"] = json!("REBALANCE")
+            }),
+            ("a vertex name", |d| d["vertices"][2]["name"] = json!("Sink: log")),
+            ("an edge's source", |d| {
+                d["plan"]["nodes"][2]["inputs"][0]["id"] = json!("source")
+            }),
+            ("an edge more", |d| {
+                array(&mut d["plan"]["nodes"][2]["inputs"]).push(json!({"id": "source", "ship_strategy": "REBALANCE"}));
+            }),
+            ("a vertex more", |d| {
+                array(&mut d["vertices"])
+                    .push(json!({"id": "audit", "name": "audit", "maxParallelism": 64, "parallelism": 1}));
+                array(&mut d["plan"]["nodes"]).push(
+                    json!({"id": "audit", "parallelism": 1, "inputs": [{"id": "keyed", "ship_strategy": "FORWARD"}]}),
+                );
+            }),
+            ("a vertex less", |d| {
+                array(&mut d["vertices"]).pop();
+                array(&mut d["plan"]["nodes"]).pop();
+            }),
+            ("a vertex's id", |d| {
+                d["vertices"][2]["id"] = json!("sink-2");
+                d["plan"]["nodes"][2]["id"] = json!("sink-2");
+            }),
+            ("the vertices' order", |d| array(&mut d["plan"]["nodes"]).swap(1, 2)),
+        ];
+        for (change, apply) in changes {
+            let (cached, _) = topology_of(&job().to_string(), &partitions(), None).expect("builds");
+            let mut changed = job();
+            apply(&mut changed);
+            let (topology, _) = topology_of(&changed.to_string(), &partitions(), Some(cached.clone()))
+                .unwrap_or_else(|e| panic!("{change}: {e}"));
+            assert!(!same_graph(&topology, &cached), "{change}: built anew");
+            assert_ne!(topology, cached, "{change}: describes the change");
+            let (fresh, _) = topology_of(&changed.to_string(), &partitions(), None).expect("builds");
+            assert_eq!(topology, fresh, "{change}: as built without a cache");
+        }
+
+        // The source's partitions are the collector's, not the details'.
+        let (cached, _) = topology_of(&job().to_string(), &partitions(), None).expect("builds");
+        let more = BTreeMap::from([(VertexId::new("source"), 12)]);
+        let (topology, _) = topology_of(&job().to_string(), &more, Some(cached.clone())).expect("builds");
+        assert!(!same_graph(&topology, &cached), "new partitions build anew");
+        assert_eq!(topology.get("source").map(|v| v.num_source_partitions), Some(12));
+    }
+
+    #[test]
+    fn invalid_details_fail_as_without_a_cache() {
+        let (cached, _) = topology_of(&job().to_string(), &partitions(), None).expect("builds");
+        // Each change, named by the error it must give.
+        let cases: [Change; 4] = [
+            ("vertex keyed of the plan is missing from the job details", |d| {
+                array(&mut d["vertices"]).remove(1);
+            }),
+            ("vertex keyed reports parallelism 0", |d| {
+                d["plan"]["nodes"][1]["parallelism"] = json!(0)
+            }),
+            ("vertex sink reports max parallelism -1", |d| {
+                d["vertices"][2]["maxParallelism"] = json!(-1)
+            }),
+            (
+                "the job graph is not usable: unknown vertex gone (edge source); it is not in the job topology",
+                |d| d["plan"]["nodes"][2]["inputs"][0]["id"] = json!("gone"),
+            ),
+        ];
+        for (expected, apply) in cases {
+            let mut invalid = job();
+            apply(&mut invalid);
+            let body = invalid.to_string();
+            assert_eq!(failure(topology_of(&body, &partitions(), None)), expected);
+            assert_eq!(
+                failure(topology_of(&body, &partitions(), Some(cached.clone()))),
+                expected
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_cached_topology_is_dropped_on_cleanup_and_when_the_job_restarted() {
+        let collector = RestMetricsCollector::<String>::new();
+        let client =
+            FlinkRestClient::new("http://127.0.0.1:8081", crate::rest::RestClientConfig::default()).expect("a client");
+        let key = "job".to_owned();
+        let (topology, _) = topology_of(&job().to_string(), &partitions(), None).expect("builds");
+        let cached = |collector: &RestMetricsCollector<String>| lock(&collector.topologies).get(&key).cloned();
+        let started = DateTime::from_timestamp_millis(1_700_000_000_000).expect("valid");
+
+        insert(&mut lock(&collector.topologies), &key, topology.clone());
+        collector.note_running_since(&key, &client, started).await;
+        assert!(
+            cached(&collector).is_some_and(|t| same_graph(&t, &topology)),
+            "first sight keeps it"
+        );
+        collector.note_running_since(&key, &client, started).await;
+        assert!(cached(&collector).is_some(), "still running since then");
+        collector
+            .note_running_since(&key, &client, started + TimeDelta::seconds(30))
+            .await;
+        assert!(cached(&collector).is_none(), "a restart drops it");
+
+        insert(&mut lock(&collector.topologies), &key, topology);
+        MetricsCollector::<String, autoscaler_core::BasicJobContext<String, FlinkRestClient>>::cleanup(
+            &collector, &key,
+        )
+        .await;
+        assert!(cached(&collector).is_none(), "cleanup drops it");
+    }
 
     fn names(of: &[&str]) -> VertexMetricNames {
         of.iter()

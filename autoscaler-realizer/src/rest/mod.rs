@@ -20,8 +20,10 @@ pub use model::{
     JobResourceRequirements, JobStatusInfo, JobVertexDetails, JobsOverview, MetricName, MetricValue, ParallelismBounds,
     PlanInput, PlanNode, TaskCounts, VertexIoMetrics, VertexResourceRequirements,
 };
+pub(crate) use model::{JobDetailsView, JobPlanView, JobVertexView, PlanNodeView};
 
 use reqwest::{Method, StatusCode, Url};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::fmt;
 use std::ops::Range;
@@ -311,8 +313,24 @@ impl FlinkRestClient {
     /// `GET /jobs/{jobid}`: job details with timestamps, vertices (parallelism, max parallelism,
     /// status, IO counters) and the plan. Unknown job: 404.
     pub async fn job_details(&self, job_id: &str) -> Result<JobDetails, RestError> {
+        self.get_prepared(&self.job_details_request(job_id)?).await
+    }
+
+    /// [`Self::job_details`] read in place: the answer is kept in `body` and the view borrows its
+    /// strings from there (the collector's reading, every cycle). The same request, retries, request
+    /// metrics and errors.
+    pub(crate) async fn job_details_view<'b>(
+        &self,
+        job_id: &str,
+        body: &'b mut Vec<u8>,
+    ) -> Result<JobDetailsView<'b>, RestError> {
+        self.get_into(&self.job_details_request(job_id)?, body).await
+    }
+
+    /// The request of `GET /jobs/{jobid}`.
+    fn job_details_request(&self, job_id: &str) -> Result<PreparedRequest, RestError> {
         let path = self.path(&[Part::Literal("jobs/"), Part::Id("job id", job_id)])?;
-        self.get_path("/jobs/:jobid", &path, "").await
+        Ok(self.prepare("/jobs/:jobid", &path, ""))
     }
 
     /// `GET /jobs/{jobid}/status`: the job state straight from the dispatcher (not from the 3 s
@@ -339,9 +357,24 @@ impl FlinkRestClient {
 
     /// `GET /jobs/{jobid}/plan`: the job graph with edges and ship strategies.
     pub async fn job_plan(&self, job_id: &str) -> Result<JobPlan, RestError> {
-        let path = self.job_path(job_id, "/plan")?;
-        let response: JobPlanResponse = self.get_path("/jobs/:jobid/plan", &path, "").await?;
+        let response: JobPlanResponse = self.get_prepared(&self.job_plan_request(job_id)?).await?;
         Ok(response.plan)
+    }
+
+    /// [`Self::job_plan`] read in place, as [`Self::job_details_view`] reads the details.
+    pub(crate) async fn job_plan_view<'b>(
+        &self,
+        job_id: &str,
+        body: &'b mut Vec<u8>,
+    ) -> Result<JobPlanView<'b>, RestError> {
+        let response: model::JobPlanResponseView<'b> = self.get_into(&self.job_plan_request(job_id)?, body).await?;
+        Ok(response.plan)
+    }
+
+    /// The request of `GET /jobs/{jobid}/plan`.
+    fn job_plan_request(&self, job_id: &str) -> Result<PreparedRequest, RestError> {
+        let path = self.job_path(job_id, "/plan")?;
+        Ok(self.prepare("/jobs/:jobid/plan", &path, ""))
     }
 
     /// `GET /jobs/{jobid}/config`: the job's execution config.
@@ -560,34 +593,51 @@ impl FlinkRestClient {
 
     /// GET the prepared `request` (retried, see the module docs).
     pub(crate) async fn get_prepared<T: DeserializeOwned>(&self, request: &PreparedRequest) -> Result<T, RestError> {
+        let mut body = Vec::new();
+        self.get_into(request, &mut body).await
+    }
+
+    /// GET the prepared `request` (retried, see the module docs), keep the answer in `body` and
+    /// decode it into a `T`, which may borrow from it. Each attempt is one request of the request
+    /// metrics; the one that answered is observed once its body is decoded, with the decode error
+    /// if there is one.
+    async fn get_into<'b, T: Deserialize<'b>>(
+        &self,
+        request: &PreparedRequest,
+        body: &'b mut Vec<u8>,
+    ) -> Result<T, RestError> {
         let config = &self.inner.config;
         let route = request.route;
         let mut attempt = 0;
-        loop {
+        let (started, answer) = loop {
             let started = Instant::now();
-            let result = match self.send_once(Method::GET, request, None).await {
-                Ok(body) => decode::<T>(&body, || endpoint(&Method::GET, request.relative())),
-                Err(e) => Err(e),
+            let e = match self.send_once(Method::GET, request, None).await {
+                Ok(answer) => break (started, answer),
+                Err(e) => e,
             };
-            self.observe(&Method::GET, route, started, result.as_ref().err());
-            match result {
-                Err(e) if attempt < config.retries && e.is_retryable() => {
-                    let backoff = backoff(config.initial_backoff, config.max_backoff, attempt);
-                    // Counted in REST_REQUEST_ERRORS by `observe` above, with the error's kind.
-                    tracing::debug!(
-                        endpoint = route,
-                        kind = e.kind(),
-                        error = %e,
-                        attempt = attempt + 1,
-                        ?backoff,
-                        "Flink REST GET failed; retrying"
-                    );
-                    tokio::time::sleep(backoff).await;
-                    attempt += 1;
-                }
-                other => return other,
+            self.observe(&Method::GET, route, started, Some(&e));
+            if attempt >= config.retries || !e.is_retryable() {
+                return Err(e);
             }
-        }
+            let backoff = backoff(config.initial_backoff, config.max_backoff, attempt);
+            // Counted in REST_REQUEST_ERRORS by `observe` above, with the error's kind.
+            tracing::debug!(
+                endpoint = route,
+                kind = e.kind(),
+                error = %e,
+                attempt = attempt + 1,
+                ?backoff,
+                "Flink REST GET failed; retrying"
+            );
+            tokio::time::sleep(backoff).await;
+            attempt += 1;
+        };
+        // Decoded after the loop, as what it returns borrows `body` for good. A body that does not
+        // parse is not worth another request ([`RestError::is_retryable`]: the same answer would come).
+        *body = answer;
+        let result = decode::<T>(body, || endpoint(&Method::GET, request.relative()));
+        self.observe(&Method::GET, route, started, result.as_ref().err());
+        result
     }
 
     /// One request, never retried, with its metrics; the body of a 2xx answer, or the error.
@@ -796,7 +846,7 @@ pub(crate) fn metrics_query<'a>(names: impl IntoIterator<Item = &'a str>, aggreg
     query
 }
 
-fn decode<T: DeserializeOwned>(body: &[u8], endpoint: impl FnOnce() -> String) -> Result<T, RestError> {
+fn decode<'b, T: Deserialize<'b>>(body: &'b [u8], endpoint: impl FnOnce() -> String) -> Result<T, RestError> {
     serde_json::from_slice(body).map_err(|e| RestError::Decode {
         endpoint: endpoint(),
         message: e.to_string(),
@@ -996,6 +1046,109 @@ mod tests {
         let labels = r#"{source="early",method="GET",endpoint="/jobs/:jobid"}"#;
         assert!(
             text.contains(&format!("{REST_REQUEST_DURATION}_count{labels} 2")),
+            "{text}"
+        );
+    }
+
+    /// The details read in place are asked, retried, counted and refused as
+    /// [`FlinkRestClient::job_details`] asks, retries, counts and refuses them.
+    #[test]
+    fn the_details_view_is_requested_and_fails_as_the_owned_details() {
+        use wiremock::matchers::{method, path};
+        use wiremock::{Mock, MockServer, ResponseTemplate};
+        let answer =
+            |status: u16, body: &str| ResponseTemplate::new(status).set_body_raw(body.to_owned(), "application/json");
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let requests = metrics::with_local_recorder(&recorder, || {
+            rt.block_on(async {
+                let server = MockServer::start().await;
+                for (at, response) in [
+                    (
+                        "/jobs/truncated",
+                        answer(200, r#"{"jid": "69d8", "state": "RUNNING", "vertices": [{"id": "#),
+                    ),
+                    (
+                        "/jobs/mistyped",
+                        answer(
+                            200,
+                            r#"{"jid":"t","state":"RUNNING","plan":{"nodes":[{"id":"v","parallelism":"1"}]}}"#,
+                        ),
+                    ),
+                    ("/jobs/mistyped/plan", answer(200, r#"{"plan":{"nodes":[{"id":"v"}]}}"#)),
+                    ("/jobs/gone", answer(404, r#"{"errors":["Job gone not found"]}"#)),
+                ] {
+                    Mock::given(method("GET"))
+                        .and(path(at))
+                        .respond_with(response)
+                        .mount(&server)
+                        .await;
+                }
+                Mock::given(method("GET"))
+                    .and(path("/jobs/flaky"))
+                    .respond_with(answer(503, r#"{"errors":["Internal server error."]}"#))
+                    .up_to_n_times(1)
+                    .mount(&server)
+                    .await;
+                Mock::given(method("GET"))
+                    .and(path("/jobs/flaky"))
+                    .respond_with(answer(
+                        200,
+                        r#"{"jid":"flaky","state":"RUNNING","timestamps":{"RUNNING":5}}"#,
+                    ))
+                    .mount(&server)
+                    .await;
+                let config = RestClientConfig {
+                    retries: 2,
+                    initial_backoff: Duration::from_millis(1),
+                    max_backoff: Duration::from_millis(1),
+                    metrics_source: "view".to_owned(),
+                    ..RestClientConfig::default()
+                };
+                let client = FlinkRestClient::new(&server.uri(), config).expect("client");
+
+                for job in ["truncated", "mistyped", "gone"] {
+                    let owned = client.job_details(job).await.expect_err("refused");
+                    let mut body = Vec::new();
+                    let view = client.job_details_view(job, &mut body).await.expect_err("refused");
+                    assert_eq!(view.kind(), owned.kind(), "{job}");
+                    assert_eq!(view.to_string(), owned.to_string(), "{job}");
+                    assert_eq!(view.is_job_not_found(), owned.is_job_not_found(), "{job}");
+                }
+                let owned = client.job_plan("mistyped").await.expect_err("refused");
+                let mut body = Vec::new();
+                let view = client.job_plan_view("mistyped", &mut body).await.expect_err("refused");
+                assert!(matches!(view, RestError::Decode { .. }), "{view}");
+                assert_eq!(view.to_string(), owned.to_string());
+
+                let mut body = Vec::new();
+                let flaky = client
+                    .job_details_view("flaky", &mut body)
+                    .await
+                    .expect("the retry answers");
+                assert_eq!(flaky.running_since().map(|t| t.timestamp_millis()), Some(5));
+                server.received_requests().await.map_or(0, |r| r.len())
+            })
+        });
+        // Two per refused job (one each way, none retried), two of the plan, two of the flaky job.
+        assert_eq!(requests, 10);
+        let text = handle.render();
+        let labels = |kind: &str| format!(r#"{{source="view",method="GET",endpoint="/jobs/:jobid",kind="{kind}"}}"#);
+        assert!(
+            text.contains(&format!("{REST_REQUEST_ERRORS}{} 4", labels("decode"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{REST_REQUEST_ERRORS}{} 3", labels("status"))),
+            "{text}"
+        );
+        let timed = r#"{source="view",method="GET",endpoint="/jobs/:jobid"}"#;
+        assert!(
+            text.contains(&format!("{REST_REQUEST_DURATION}_count{timed} 8")),
             "{text}"
         );
     }

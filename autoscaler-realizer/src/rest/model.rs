@@ -1,6 +1,16 @@
 //! Typed bodies of the Flink REST endpoints the autoscaler uses (shapes as Flink 2.3 sends them; see
 //! `tests/fixtures/`). Unknown fields are ignored and optional ones default, so older and newer
 //! Flink versions parse as long as the fields read here keep their meaning.
+//!
+//! The job details also have a borrowed reading ([`view`]) for the collector, which reads them every
+//! cycle; the rules both readings apply live here, once.
+
+mod view;
+
+pub(crate) use view::{
+    JobDetails as JobDetailsView, JobPlan as JobPlanView, JobPlanResponse as JobPlanResponseView,
+    JobVertexDetails as JobVertexView, PlanNode as PlanNodeView,
+};
 
 use autoscaler_core::JobStatus;
 use autoscaler_metrics::collection::{AggregatedMetric, IoMetrics};
@@ -123,17 +133,36 @@ impl JobDetails {
     /// When the job last switched to RUNNING (`timestamps.RUNNING`; the reference's `jobRunningTs`).
     /// A rescale moves it to the restart time. `None` when the job never ran (0) or Flink omitted it.
     pub fn running_since(&self) -> Option<DateTime<Utc>> {
-        let ms = *self.timestamps.get("RUNNING")?;
-        if ms <= 0 {
-            return None;
-        }
-        DateTime::from_timestamp_millis(ms)
+        running_since(self.timestamps.get(RUNNING_TIMESTAMP).copied())
     }
 
     /// The vertex with id `id`.
     pub fn vertex(&self, id: &str) -> Option<&JobVertexDetails> {
-        self.vertices.iter().find(|v| v.id == id)
+        vertex_by_id(&self.vertices, id, |v| &v.id)
     }
+}
+
+/// The key of the job details' `timestamps` that holds when the job last switched to RUNNING.
+const RUNNING_TIMESTAMP: &str = "RUNNING";
+
+/// When the job last switched to RUNNING, from `timestamps.RUNNING` in epoch milliseconds: `None`
+/// when Flink omitted it or sent 0 (never).
+fn running_since(running_ms: Option<i64>) -> Option<DateTime<Utc>> {
+    let ms = running_ms?;
+    if ms <= 0 {
+        return None;
+    }
+    DateTime::from_timestamp_millis(ms)
+}
+
+/// The first of `vertices` whose id (read by `id_of`) is `id`.
+fn vertex_by_id<'v, V>(vertices: &'v [V], id: &str, id_of: impl Fn(&V) -> &str) -> Option<&'v V> {
+    vertices.iter().find(|v| id_of(v) == id)
+}
+
+/// Whether a vertex whose execution state is `status` finished (every subtask FINISHED).
+fn is_finished(status: &str) -> bool {
+    status.eq_ignore_ascii_case("FINISHED")
 }
 
 /// One vertex of the job details.
@@ -163,7 +192,7 @@ pub struct JobVertexDetails {
 impl JobVertexDetails {
     /// Whether every subtask of the vertex finished (bounded sources).
     pub fn is_finished(&self) -> bool {
-        self.status.eq_ignore_ascii_case("FINISHED")
+        is_finished(&self.status)
     }
 }
 
