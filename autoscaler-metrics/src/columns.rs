@@ -544,7 +544,11 @@ pub(crate) fn scan<const N: usize>(
             .unwrap_or(samples.len() - start);
         let run = &samples[start..start + len];
         let vertices: Vec<Option<usize>> = first.ids.iter().map(|id| topology.index_of(id.as_str())).collect();
-        decoded.iter_mut().for_each(Vec::clear);
+        for column in &mut decoded {
+            // Each snapshot of the run appends one value per id: room for all at once.
+            column.clear();
+            column.reserve(run.len() * first.ids.len());
+        }
         for columns in run {
             columns.decode_columns(averaged, &mut decoded);
         }

@@ -148,17 +148,22 @@ impl ShipStrategy {
     /// Parses a ship strategy case-insensitively; any unrecognised string is [`ShipStrategy::Unknown`],
     /// as the reference's `ShipStrategy.of`.
     pub fn parse_lenient(s: &str) -> Self {
-        match s.trim().to_ascii_uppercase().as_str() {
-            "HASH" => Self::Hash,
-            "REBALANCE" => Self::Rebalance,
-            "RESCALE" => Self::Rescale,
-            "FORWARD" => Self::Forward,
-            "CUSTOM" => Self::Custom,
-            "BROADCAST" => Self::Broadcast,
-            "GLOBAL" => Self::Global,
-            "SHUFFLE" => Self::Shuffle,
-            _ => Self::Unknown,
-        }
+        // Compared in place: the collector reads every edge's strategy each cycle.
+        const NAMES: [(&str, ShipStrategy); 8] = [
+            ("HASH", ShipStrategy::Hash),
+            ("REBALANCE", ShipStrategy::Rebalance),
+            ("RESCALE", ShipStrategy::Rescale),
+            ("FORWARD", ShipStrategy::Forward),
+            ("CUSTOM", ShipStrategy::Custom),
+            ("BROADCAST", ShipStrategy::Broadcast),
+            ("GLOBAL", ShipStrategy::Global),
+            ("SHUFFLE", ShipStrategy::Shuffle),
+        ];
+        let s = s.trim();
+        NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(s))
+            .map_or(Self::Unknown, |&(_, strategy)| strategy)
     }
 }
 
@@ -537,6 +542,9 @@ mod tests {
         assert_eq!(ShipStrategy::parse_lenient("hash"), ShipStrategy::Hash);
         assert_eq!(ShipStrategy::parse_lenient("FORWARD"), ShipStrategy::Forward);
         assert_eq!(ShipStrategy::parse_lenient("RANGE"), ShipStrategy::Unknown);
+        assert_eq!(ShipStrategy::parse_lenient(" Rebalance\t"), ShipStrategy::Rebalance);
+        assert_eq!(ShipStrategy::parse_lenient("SHUFFLED"), ShipStrategy::Unknown);
+        assert_eq!(ShipStrategy::parse_lenient(""), ShipStrategy::Unknown);
     }
 
     #[test]
