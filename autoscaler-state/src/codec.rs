@@ -191,19 +191,23 @@ fn encode_value<T: Serialize>(
     value: &T,
     compression_threshold: usize,
 ) -> Result<String, StateError> {
-    let json = serde_json::to_string(value).map_err(|e| serialization_error(state_type, e))?;
-    if json.len() >= compression_threshold {
+    // What serializing `EnvelopeOut { state: Some(value), .. }` writes, the value serialized once,
+    // in place after the envelope's head.
+    let mut out = Vec::with_capacity(1024);
+    write!(out, "{{\"v\":{FORMAT_VERSION},\"state\":").map_err(|e| serialization_error(state_type, e))?;
+    let start = out.len();
+    serde_json::to_writer(&mut out, value).map_err(|e| serialization_error(state_type, e))?;
+    if out.len() - start >= compression_threshold {
         let envelope = EnvelopeOut::<T> {
             v: FORMAT_VERSION,
             state: None,
-            gzip: Some(gzip_base64(json.as_bytes()).map_err(|e| serialization_error(state_type, e))?),
+            gzip: Some(gzip_base64(&out[start..]).map_err(|e| serialization_error(state_type, e))?),
         };
-        serde_json::to_string(&envelope).map_err(|e| serialization_error(state_type, e))
-    } else {
-        // What serializing `EnvelopeOut { state: Some(value), .. }` writes, without serializing
-        // the value a second time.
-        Ok(format!("{{\"v\":{FORMAT_VERSION},\"state\":{json}}}"))
+        return serde_json::to_string(&envelope).map_err(|e| serialization_error(state_type, e));
     }
+    out.push(b'}');
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).map_err(|e| serialization_error(state_type, e))
 }
 
 /// `state_type` prefix of the rows holding one snapshot each of a job's metric window: the
