@@ -882,6 +882,19 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
+    /// Runs `work` on a current-thread runtime with a Prometheus recorder of its own; what it
+    /// returned and the recorder's rendering afterwards.
+    fn with_recorder<T>(work: impl std::future::Future<Output = T>) -> (T, String) {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let out = metrics::with_local_recorder(&recorder, || rt.block_on(work));
+        (out, handle.render())
+    }
+
     #[test]
     fn backoff_doubles_up_to_the_cap() {
         let ms = Duration::from_millis;
@@ -1029,20 +1042,11 @@ mod tests {
             ..RestClientConfig::default()
         };
         let client = FlinkRestClient::new(&format!("http://127.0.0.1:{closed_port}"), config).expect("client");
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        metrics::with_local_recorder(&recorder, || {
-            rt.block_on(async {
-                for _ in 0..2 {
-                    assert!(client.job_details("j").await.is_err(), "nothing listens");
-                }
-            });
+        let ((), text) = with_recorder(async {
+            for _ in 0..2 {
+                assert!(client.job_details("j").await.is_err(), "nothing listens");
+            }
         });
-        let text = handle.render();
         let labels = r#"{source="early",method="GET",endpoint="/jobs/:jobid"}"#;
         assert!(
             text.contains(&format!("{REST_REQUEST_DURATION}_count{labels} 2")),
@@ -1058,85 +1062,76 @@ mod tests {
         use wiremock::{Mock, MockServer, ResponseTemplate};
         let answer =
             |status: u16, body: &str| ResponseTemplate::new(status).set_body_raw(body.to_owned(), "application/json");
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let requests = metrics::with_local_recorder(&recorder, || {
-            rt.block_on(async {
-                let server = MockServer::start().await;
-                for (at, response) in [
-                    (
-                        "/jobs/truncated",
-                        answer(200, r#"{"jid": "69d8", "state": "RUNNING", "vertices": [{"id": "#),
-                    ),
-                    (
-                        "/jobs/mistyped",
-                        answer(
-                            200,
-                            r#"{"jid":"t","state":"RUNNING","plan":{"nodes":[{"id":"v","parallelism":"1"}]}}"#,
-                        ),
-                    ),
-                    ("/jobs/mistyped/plan", answer(200, r#"{"plan":{"nodes":[{"id":"v"}]}}"#)),
-                    ("/jobs/gone", answer(404, r#"{"errors":["Job gone not found"]}"#)),
-                ] {
-                    Mock::given(method("GET"))
-                        .and(path(at))
-                        .respond_with(response)
-                        .mount(&server)
-                        .await;
-                }
-                Mock::given(method("GET"))
-                    .and(path("/jobs/flaky"))
-                    .respond_with(answer(503, r#"{"errors":["Internal server error."]}"#))
-                    .up_to_n_times(1)
-                    .mount(&server)
-                    .await;
-                Mock::given(method("GET"))
-                    .and(path("/jobs/flaky"))
-                    .respond_with(answer(
+        let (requests, text) = with_recorder(async {
+            let server = MockServer::start().await;
+            for (at, response) in [
+                (
+                    "/jobs/truncated",
+                    answer(200, r#"{"jid": "69d8", "state": "RUNNING", "vertices": [{"id": "#),
+                ),
+                (
+                    "/jobs/mistyped",
+                    answer(
                         200,
-                        r#"{"jid":"flaky","state":"RUNNING","timestamps":{"RUNNING":5}}"#,
-                    ))
+                        r#"{"jid":"t","state":"RUNNING","plan":{"nodes":[{"id":"v","parallelism":"1"}]}}"#,
+                    ),
+                ),
+                ("/jobs/mistyped/plan", answer(200, r#"{"plan":{"nodes":[{"id":"v"}]}}"#)),
+                ("/jobs/gone", answer(404, r#"{"errors":["Job gone not found"]}"#)),
+            ] {
+                Mock::given(method("GET"))
+                    .and(path(at))
+                    .respond_with(response)
                     .mount(&server)
                     .await;
-                let config = RestClientConfig {
-                    retries: 2,
-                    initial_backoff: Duration::from_millis(1),
-                    max_backoff: Duration::from_millis(1),
-                    metrics_source: "view".to_owned(),
-                    ..RestClientConfig::default()
-                };
-                let client = FlinkRestClient::new(&server.uri(), config).expect("client");
+            }
+            Mock::given(method("GET"))
+                .and(path("/jobs/flaky"))
+                .respond_with(answer(503, r#"{"errors":["Internal server error."]}"#))
+                .up_to_n_times(1)
+                .mount(&server)
+                .await;
+            Mock::given(method("GET"))
+                .and(path("/jobs/flaky"))
+                .respond_with(answer(
+                    200,
+                    r#"{"jid":"flaky","state":"RUNNING","timestamps":{"RUNNING":5}}"#,
+                ))
+                .mount(&server)
+                .await;
+            let config = RestClientConfig {
+                retries: 2,
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+                metrics_source: "view".to_owned(),
+                ..RestClientConfig::default()
+            };
+            let client = FlinkRestClient::new(&server.uri(), config).expect("client");
 
-                for job in ["truncated", "mistyped", "gone"] {
-                    let owned = client.job_details(job).await.expect_err("refused");
-                    let mut body = Vec::new();
-                    let view = client.job_details_view(job, &mut body).await.expect_err("refused");
-                    assert_eq!(view.kind(), owned.kind(), "{job}");
-                    assert_eq!(view.to_string(), owned.to_string(), "{job}");
-                    assert_eq!(view.is_job_not_found(), owned.is_job_not_found(), "{job}");
-                }
-                let owned = client.job_plan("mistyped").await.expect_err("refused");
+            for job in ["truncated", "mistyped", "gone"] {
+                let owned = client.job_details(job).await.expect_err("refused");
                 let mut body = Vec::new();
-                let view = client.job_plan_view("mistyped", &mut body).await.expect_err("refused");
-                assert!(matches!(view, RestError::Decode { .. }), "{view}");
-                assert_eq!(view.to_string(), owned.to_string());
+                let view = client.job_details_view(job, &mut body).await.expect_err("refused");
+                assert_eq!(view.kind(), owned.kind(), "{job}");
+                assert_eq!(view.to_string(), owned.to_string(), "{job}");
+                assert_eq!(view.is_job_not_found(), owned.is_job_not_found(), "{job}");
+            }
+            let owned = client.job_plan("mistyped").await.expect_err("refused");
+            let mut body = Vec::new();
+            let view = client.job_plan_view("mistyped", &mut body).await.expect_err("refused");
+            assert!(matches!(view, RestError::Decode { .. }), "{view}");
+            assert_eq!(view.to_string(), owned.to_string());
 
-                let mut body = Vec::new();
-                let flaky = client
-                    .job_details_view("flaky", &mut body)
-                    .await
-                    .expect("the retry answers");
-                assert_eq!(flaky.running_since().map(|t| t.timestamp_millis()), Some(5));
-                server.received_requests().await.map_or(0, |r| r.len())
-            })
+            let mut body = Vec::new();
+            let flaky = client
+                .job_details_view("flaky", &mut body)
+                .await
+                .expect("the retry answers");
+            assert_eq!(flaky.running_since().map(|t| t.timestamp_millis()), Some(5));
+            server.received_requests().await.map_or(0, |r| r.len())
         });
         // Two per refused job (one each way, none retried), two of the plan, two of the flaky job.
         assert_eq!(requests, 10);
-        let text = handle.render();
         let labels = |kind: &str| format!(r#"{{source="view",method="GET",endpoint="/jobs/:jobid",kind="{kind}"}}"#);
         assert!(
             text.contains(&format!("{REST_REQUEST_ERRORS}{} 4", labels("decode"))),

@@ -231,78 +231,55 @@ mod tests {
     use super::super as owned;
     use super::*;
 
+    /// What the collector reads of `details`, either reading: the two models have the same field
+    /// names and methods, so one text serves both.
+    macro_rules! read {
+        ($details:expr) => {{
+            let details = $details;
+            let vertices: Vec<String> = details
+                .vertices
+                .iter()
+                .map(|v| {
+                    format!(
+                        "{} {:?} max={} finished={} group={:?} io={:?}",
+                        v.id,
+                        v.name,
+                        v.max_parallelism,
+                        v.is_finished(),
+                        v.slot_sharing_group_id,
+                        v.metrics
+                    )
+                })
+                .collect();
+            let plan = details.plan.as_ref().map(|plan| {
+                plan.nodes
+                    .iter()
+                    .map(|n| {
+                        let inputs: Vec<String> = n
+                            .inputs
+                            .iter()
+                            .map(|i| format!("{}:{}", i.id, i.ship_strategy))
+                            .collect();
+                        let found = details.vertex(&n.id).map(|v| &*v.id);
+                        format!("{} p={} inputs={inputs:?} vertex={found:?}", n.id, n.parallelism)
+                    })
+                    .collect::<Vec<_>>()
+            });
+            format!(
+                "running={:?}\nvertices={vertices:#?}\nplan={plan:#?}",
+                details.running_since()
+            )
+        }};
+    }
+
     /// What the collector reads of the job details, as the owned model reads it.
     fn read_owned(details: &owned::JobDetails) -> String {
-        let vertices: Vec<String> = details
-            .vertices
-            .iter()
-            .map(|v| {
-                format!(
-                    "{} {:?} max={} finished={} group={:?} io={:?}",
-                    v.id,
-                    v.name,
-                    v.max_parallelism,
-                    v.is_finished(),
-                    v.slot_sharing_group_id,
-                    v.metrics
-                )
-            })
-            .collect();
-        let plan = details.plan.as_ref().map(|plan| {
-            plan.nodes
-                .iter()
-                .map(|n| {
-                    let inputs: Vec<String> = n
-                        .inputs
-                        .iter()
-                        .map(|i| format!("{}:{}", i.id, i.ship_strategy))
-                        .collect();
-                    let found = details.vertex(&n.id).map(|v| v.id.as_str());
-                    format!("{} p={} inputs={inputs:?} vertex={found:?}", n.id, n.parallelism)
-                })
-                .collect::<Vec<_>>()
-        });
-        format!(
-            "running={:?}\nvertices={vertices:#?}\nplan={plan:#?}",
-            details.running_since()
-        )
+        read!(details)
     }
 
     /// The same, read through the view.
     fn read_view(details: &JobDetails<'_>) -> String {
-        let vertices: Vec<String> = details
-            .vertices
-            .iter()
-            .map(|v| {
-                format!(
-                    "{} {:?} max={} finished={} group={:?} io={:?}",
-                    v.id,
-                    v.name,
-                    v.max_parallelism,
-                    v.is_finished(),
-                    v.slot_sharing_group_id,
-                    v.metrics
-                )
-            })
-            .collect();
-        let plan = details.plan.as_ref().map(|plan| {
-            plan.nodes
-                .iter()
-                .map(|n| {
-                    let inputs: Vec<String> = n
-                        .inputs
-                        .iter()
-                        .map(|i| format!("{}:{}", i.id, i.ship_strategy))
-                        .collect();
-                    let found = details.vertex(&n.id).map(|v| &*v.id);
-                    format!("{} p={} inputs={inputs:?} vertex={found:?}", n.id, n.parallelism)
-                })
-                .collect::<Vec<_>>()
-        });
-        format!(
-            "running={:?}\nvertices={vertices:#?}\nplan={plan:#?}",
-            details.running_since()
-        )
+        read!(details)
     }
 
     /// Both readings of `body`: what they read, or their error message.
