@@ -1009,10 +1009,16 @@ mod tests {
             let query = metrics_query(names, &[Aggregation::Min, Aggregation::Max]);
             let request = client.prepare(SUBTASK_METRICS_ROUTE, &path, &query);
             assert_eq!(request.url(), expected.as_str());
-            // The direct client's URI is the same text, not a copy of it.
+            // The direct connections' URI is the URL's path and query, in the same text, not
+            // a copy of it.
             match &request.target {
-                transport::Target::Uri { text, uri } => {
-                    let path = uri.path_and_query().expect("a path").as_str();
+                transport::Target::Uri { text, origin } => {
+                    let path = origin.path_and_query().expect("a path").as_str();
+                    assert!(
+                        expected.as_str().ends_with(path) && path.starts_with('/'),
+                        "{path} ends {expected}"
+                    );
+                    assert_eq!(origin.authority(), None, "{origin} is in origin form");
                     assert!(text.as_ptr_range().contains(&path.as_ptr()), "{path} is in {text:?}");
                 }
                 other => panic!("the plain client takes a URI, not {other:?}"),
