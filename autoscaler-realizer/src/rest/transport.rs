@@ -2,12 +2,13 @@
 //!
 //! Plain `http://` clusters with no proxy in the environment (the usual in-cluster REST endpoint)
 //! are asked over HTTP/1.1 connections of our own (hyper's `client::conn::http1`, kept in
-//! [`Plain`]'s list), with each request's path built once ([`Transport::target`]). Everything else (`https://`, an `HTTP_PROXY`/`ALL_PROXY` in the
-//! environment) goes through reqwest. So does a plain request that Flink or a proxy in front of it
-//! answers with a redirect: it is sent again through reqwest, which follows the redirect (up to 10
-//! hops), and every later request of that client goes through reqwest too. The two send the same headers
-//! (`accept: */*`, the auth header, `content-type` with a body), share one timeout (the whole
-//! exchange, body included) and one body limit ([`read_bounded`]).
+//! [`Plain`]'s list), with each request's path built once ([`Transport::target`]). Everything
+//! else (`https://`, an `HTTP_PROXY`/`ALL_PROXY` in the environment) goes through reqwest. So does
+//! a plain request that Flink or a proxy in front of it answers with a redirect: it is sent again
+//! through reqwest, which follows the redirect (up to 10 hops), and every later request of that
+//! client goes through reqwest too. The two send the same headers (`accept: */*`, the auth header,
+//! `content-type` with a body), share one timeout (the whole exchange, body included) and one body
+//! limit ([`read_bounded`]).
 //!
 //! Why two: reqwest parses every request's URL twice more (for its redirect policy) and wraps it
 //! in several service layers, about a sixth of the service's CPU per job-cycle against a fake
@@ -23,7 +24,7 @@ use reqwest::{Method, StatusCode, Url};
 use std::collections::VecDeque;
 use std::error::Error;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Once, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 /// The environment variables reqwest takes an `http://` proxy from.
@@ -64,9 +65,10 @@ struct Plain {
     idle: Arc<Mutex<VecDeque<Idle>>>,
     /// How long a connection may wait unused: [`IDLE_TIMEOUT`] (shorter in tests).
     idle_timeout: Duration,
-    /// Starts, at the first connection (inside a runtime), the task that closes connections left
-    /// idle for [`IDLE_TIMEOUT`] while no request comes.
-    reaper: Once,
+    /// Whether the task that closes connections left idle while no request comes is running. A
+    /// connection starts it when it is not: at the first one (inside a runtime), and again after
+    /// the runtime it ran on was shut down.
+    reaper: Arc<AtomicBool>,
 }
 
 /// A connection waiting for its next request.
@@ -107,7 +109,7 @@ impl Plain {
             host,
             idle: Arc::default(),
             idle_timeout: IDLE_TIMEOUT,
-            reaper: Once::new(),
+            reaper: Arc::default(),
         })
     }
 
@@ -170,8 +172,9 @@ impl Plain {
 
     /// A new connection, its task spawned.
     async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, Failure> {
-        self.reaper
-            .call_once(|| spawn_reaper(Arc::downgrade(&self.idle), self.idle_timeout));
+        if !self.reaper.swap(true, Ordering::AcqRel) {
+            spawn_reaper(Arc::downgrade(&self.idle), self.idle_timeout, Arc::clone(&self.reaper));
+        }
         let mut connector = self.connector.clone();
         let io = tower_service::Service::call(&mut connector, self.endpoint.clone())
             .await
@@ -203,9 +206,19 @@ fn park(idle: &Mutex<VecDeque<Idle>>, sender: SendRequest<Full<Bytes>>, timeout:
 }
 
 /// Closes connections idle for `timeout` while no request comes to do it, looking every sixth
-/// of it (15 s for [`IDLE_TIMEOUT`]), until the connections' owner is dropped.
-fn spawn_reaper(idle: Weak<Mutex<VecDeque<Idle>>>, timeout: Duration) {
+/// of it (15 s for [`IDLE_TIMEOUT`]), until the connections' owner is dropped; `running` is
+/// cleared when it stops, however it stops (a runtime shut down drops it).
+fn spawn_reaper(idle: Weak<Mutex<VecDeque<Idle>>>, timeout: Duration, running: Arc<AtomicBool>) {
+    /// Clears the flag when the task ends or is dropped.
+    struct Running(Arc<AtomicBool>);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
+    let running = Running(running);
     tokio::spawn(async move {
+        let _running = running;
         let mut every = tokio::time::interval(timeout / 6);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -677,6 +690,42 @@ mod tests {
             "the dropped transport's connection closes",
         )
         .await;
+    }
+
+    #[test]
+    fn idle_connections_are_closed_after_the_runtime_of_the_first_one_was_shut_down() {
+        let runtime = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime")
+        };
+        let servers = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let server = servers.block_on(test_server(AfterAnswer::KeepAlive));
+        let mut transport = direct_transport(&server);
+        let timeout = Duration::from_millis(300);
+        transport.plain.as_mut().expect("direct").idle_timeout = timeout;
+        // The first connection, and the reaper, on a runtime that then shuts down (closing it).
+        let first = runtime();
+        first
+            .block_on(get(&transport, &server, "jobs", 1 << 20))
+            .expect("answer");
+        drop(first);
+        // A connection on another runtime, left idle: a reaper closes it there too.
+        let second = runtime();
+        second.block_on(async {
+            get(&transport, &server, "jobs", 1 << 20).await.expect("answer");
+            assert_eq!(server.accepted(), 2, "the first runtime's connection closed with it");
+            wait_for(
+                || server.closed_by_client.load(Ordering::SeqCst) == 2,
+                "the second runtime's idle connection closes",
+            )
+            .await;
+        });
     }
 
     #[tokio::test]
