@@ -78,6 +78,13 @@ struct Idle {
     since: Instant,
 }
 
+impl Idle {
+    /// Whether it has waited `timeout` or longer at `now`, and must be closed.
+    fn expired(&self, now: Instant, timeout: Duration) -> bool {
+        now.saturating_duration_since(self.since) >= timeout
+    }
+}
+
 impl Plain {
     /// The connections to `base` (plain `http`); `None` when it has no host (reqwest reports it).
     fn new(config: &RestClientConfig, base: &Url) -> Option<Self> {
@@ -136,15 +143,16 @@ impl Plain {
 
     /// The idle connection used last that can take a request now; those idle too long go.
     fn check_out(&self) -> Option<SendRequest<Full<Bytes>>> {
+        let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        while let Some(Idle { sender, since }) = idle.pop_back() {
-            if since.elapsed() >= self.idle_timeout {
+        while let Some(last) = idle.pop_back() {
+            if last.expired(now, self.idle_timeout) {
                 // The others went idle before it.
                 idle.clear();
                 return None;
             }
-            if sender.is_ready() {
-                return Some(sender);
+            if last.sender.is_ready() {
+                return Some(last.sender);
             }
             // Closed (by the server, or an error): dropped.
         }
@@ -196,10 +204,7 @@ impl Plain {
 fn park(idle: &Mutex<VecDeque<Idle>>, sender: SendRequest<Full<Bytes>>, timeout: Duration) {
     let now = Instant::now();
     let mut idle = idle.lock().unwrap_or_else(PoisonError::into_inner);
-    while idle
-        .front()
-        .is_some_and(|c| now.saturating_duration_since(c.since) >= timeout)
-    {
+    while idle.front().is_some_and(|c| c.expired(now, timeout)) {
         idle.pop_front();
     }
     idle.push_back(Idle { sender, since: now });
@@ -227,7 +232,7 @@ fn spawn_reaper(idle: Weak<Mutex<VecDeque<Idle>>>, timeout: Duration, running: A
             let now = Instant::now();
             idle.lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .retain(|c| now.saturating_duration_since(c.since) < timeout && !c.sender.is_closed());
+                .retain(|c| !c.expired(now, timeout) && !c.sender.is_closed());
         }
     });
 }
@@ -561,6 +566,18 @@ mod tests {
         fn accepted(&self) -> usize {
             self.accepted.load(Ordering::SeqCst)
         }
+
+        /// Waits until the client has closed `connections` connections.
+        async fn wait_closed_by_client(&self, connections: usize, what: &str) {
+            wait_for(|| self.closed_by_client.load(Ordering::SeqCst) == connections, what).await;
+        }
+    }
+
+    /// A transport to `server` whose connections are closed after `timeout` idle.
+    fn direct_transport_idle_for(server: &TestServer, timeout: Duration) -> Transport {
+        let mut transport = direct_transport(server);
+        transport.plain.as_mut().expect("direct").idle_timeout = timeout;
+        transport
     }
 
     fn direct_transport(server: &TestServer) -> Transport {
@@ -655,27 +672,18 @@ mod tests {
         assert!(matches!(too_large, Err(Failure::TooLarge)), "{too_large:?}");
         get(&transport, &server, "jobs", 1 << 20).await.expect("answer");
         assert_eq!(server.accepted(), 2, "the first connection was not reused");
-        wait_for(
-            || server.closed_by_client.load(Ordering::SeqCst) == 1,
-            "the first connection closes",
-        )
-        .await;
+        server.wait_closed_by_client(1, "the first connection closes").await;
     }
 
     #[tokio::test]
     async fn idle_connections_close_after_the_idle_timeout_with_or_without_a_request() {
         let server = test_server(AfterAnswer::KeepAlive).await;
-        let mut transport = direct_transport(&server);
         let timeout = Duration::from_millis(300);
-        transport.plain.as_mut().expect("direct").idle_timeout = timeout;
+        let transport = direct_transport_idle_for(&server, timeout);
         // No request comes: the reaper closes it.
         let started = Instant::now();
         get(&transport, &server, "jobs", 1 << 20).await.expect("answer");
-        wait_for(
-            || server.closed_by_client.load(Ordering::SeqCst) == 1,
-            "the idle connection closes",
-        )
-        .await;
+        server.wait_closed_by_client(1, "the idle connection closes").await;
         assert!(started.elapsed() >= timeout, "closed after {:?}", started.elapsed());
         // A request after the timeout opens a new one rather than take the expired one.
         get(&transport, &server, "jobs", 1 << 20).await.expect("answer");
@@ -685,11 +693,9 @@ mod tests {
         assert_eq!(server.accepted(), 2);
         // Dropping the transport closes its connections.
         drop(transport);
-        wait_for(
-            || server.closed_by_client.load(Ordering::SeqCst) == 2,
-            "the dropped transport's connection closes",
-        )
-        .await;
+        server
+            .wait_closed_by_client(2, "the dropped transport's connection closes")
+            .await;
     }
 
     #[test]
@@ -706,9 +712,8 @@ mod tests {
             .build()
             .expect("runtime");
         let server = servers.block_on(test_server(AfterAnswer::KeepAlive));
-        let mut transport = direct_transport(&server);
         let timeout = Duration::from_millis(300);
-        transport.plain.as_mut().expect("direct").idle_timeout = timeout;
+        let transport = direct_transport_idle_for(&server, timeout);
         // The first connection, and the reaper, on a runtime that then shuts down (closing it).
         let first = runtime();
         first
@@ -720,11 +725,9 @@ mod tests {
         second.block_on(async {
             get(&transport, &server, "jobs", 1 << 20).await.expect("answer");
             assert_eq!(server.accepted(), 2, "the first runtime's connection closed with it");
-            wait_for(
-                || server.closed_by_client.load(Ordering::SeqCst) == 2,
-                "the second runtime's idle connection closes",
-            )
-            .await;
+            server
+                .wait_closed_by_client(2, "the second runtime's idle connection closes")
+                .await;
         });
     }
 
