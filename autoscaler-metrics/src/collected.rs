@@ -231,6 +231,19 @@ impl SharedSnapshot {
     pub fn is_expanded(&self) -> bool {
         self.0.full.get().is_some()
     }
+
+    /// Each vertex id with its collected metrics, in id order, built one vertex at a time from
+    /// the compact snapshot: what the snapshot's `vertex_metrics` map holds, without building
+    /// (and keeping) the whole snapshot's maps as reading it through `Deref` does.
+    pub fn vertices(&self) -> impl Iterator<Item = (&VertexId, MetricValues)> + '_ {
+        self.0.vertices()
+    }
+
+    /// The job-wide metrics: what the snapshot's `global_metrics` map holds, without building
+    /// the snapshot's maps.
+    pub fn global(&self) -> MetricValues {
+        self.0.global()
+    }
 }
 
 impl std::ops::Deref for SharedSnapshot {
