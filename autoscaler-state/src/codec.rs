@@ -250,8 +250,9 @@ pub(crate) fn encode_snapshot(snapshot: &SharedSnapshot, compression_threshold: 
 
 /// Appends the JSON serde writes for `snapshot` (its `Serialize`, through `serde_json`'s compact
 /// writer), byte for byte, with the metric names copied from [`METRIC_KEYS`] rather than escaped
-/// one by one: a snapshot row is written every cycle of every job, and escaping the names was a
-/// third of the encoding. The numbers are written by the snapshot's own number serializer.
+/// one by one: a snapshot row is written every cycle of every job, and writing the names as map
+/// keys was over 40 % of its encoding. The numbers are written by the snapshot's own number
+/// serializer, the vertex ids (which come from Flink and may need escaping) by serde_json.
 fn write_snapshot(out: &mut Vec<u8>, snapshot: &SharedSnapshot) -> serde_json::Result<()> {
     out.extend_from_slice(b"{\"vertexMetrics\":{");
     for (i, (id, values)) in snapshot.vertices().enumerate() {
