@@ -5,7 +5,7 @@ use autoscaler_core::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking, StateError,
 };
 use autoscaler_metrics::{
-    CollectedMetrics, EvaluatedMetrics, MetricHistory, MetricValues, ScalingMetric, SharedSnapshot,
+    CollectedMetrics, EvaluatedMetrics, METRIC_COUNT, MetricHistory, MetricValues, ScalingMetric, SharedSnapshot,
 };
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -283,16 +283,12 @@ fn write_metric_values(out: &mut Vec<u8>, values: &MetricValues) -> serde_json::
     Ok(())
 }
 
-/// Each metric's map key as serde writes it, with the colon after it (`"LOAD":`), by
-/// [`ScalingMetric::index`]: the metric's serde name is its [`ScalingMetric::name`], which
-/// needs no escaping (the test `metric_keys_are_what_serde_writes` holds the two together).
-static METRIC_KEYS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-    let mut keys = vec![String::new(); ScalingMetric::ALL.len()];
-    for metric in ScalingMetric::ALL {
-        keys[metric.index()] = format!("\"{}\":", metric.name());
-    }
-    keys
-});
+/// Each metric's map key as serde writes it, with the colon after it (`"LOAD":`), in
+/// [`ScalingMetric::ALL`] order, so at [`ScalingMetric::index`]: the metric's serde name is its
+/// [`ScalingMetric::name`], which needs no escaping (the test `metric_keys_are_what_serde_writes`
+/// holds the two together).
+static METRIC_KEYS: std::sync::LazyLock<[String; METRIC_COUNT]> =
+    std::sync::LazyLock::new(|| ScalingMetric::ALL.map(|metric| format!("\"{}\":", metric.name())));
 
 /// A snapshot row's value.
 pub(crate) fn decode_snapshot(text: &str) -> Result<CollectedMetrics, StateError> {
