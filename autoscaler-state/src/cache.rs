@@ -1,16 +1,19 @@
 //! The per-job cache in front of a database (the reference's `JobStateView`): typed values plus a
 //! flush state per state type.
 //!
-//! The metric window is not one row but one row per snapshot (`collectedMetrics@<instant>`) plus an
-//! index row (`collectedMetricsIndex`) naming the generation of the last flush that wrote the
-//! window. A flush after one new snapshot writes that snapshot's row, deletes the rows of the
-//! trimmed ones and replaces the index, provided the index is still the one this process last saw
-//! (so the rows are the ones it knows); otherwise (another process wrote the job, or an earlier
-//! release left one whole-window `collectedMetrics` row) it writes every row of the window again.
-//! Either way in one transaction with the job's other rows.
+//! The metric window is not one row but one row per snapshot (`collectedMetrics#<slot>`, the
+//! snapshot's instant in the value) plus an index row (`collectedMetricsIndex`) naming the
+//! generation of the last flush that wrote the window. A flush after one new snapshot overwrites
+//! the row of the snapshot that left the window with the new one (its slot is reused), deletes
+//! the rows of any other trimmed snapshots and replaces the index, provided the index is still the
+//! one this process last saw (so the rows are the ones it knows); otherwise (another process wrote
+//! the job, or an earlier release left one whole-window `collectedMetrics` row or its
+//! `collectedMetrics@<instant>` rows) it writes every row of the window again. Either way in one
+//! transaction with the job's other rows.
 
 use crate::codec::{
-    StateType, StateValue, decode_snapshot, encode_snapshot, encode_window_index, snapshot_identifier, snapshot_instant,
+    StateType, StateValue, decode_slot, decode_snapshot, encode_snapshot, encode_window_index, slot_identifier,
+    slot_number, snapshot_instant,
 };
 use crate::db::{JobWrites, WINDOW_INDEX, WindowWrite};
 use autoscaler_core::StateError;
@@ -86,6 +89,8 @@ impl PendingWrites<'_> {
 struct StoredWindow {
     /// The snapshot rows, sharing their snapshots with the cached window they were written from.
     rows: StoredRows,
+    /// The slot of each of `rows`, in their (time) order; distinct.
+    slot_numbers: Vec<u32>,
     /// The index row's value; `None` when there is none.
     index: Option<String>,
     /// An earlier release's whole-window `collectedMetrics` row is there.
@@ -129,6 +134,8 @@ pub(crate) struct Flushed {
     pub(crate) bytes: u64,
     /// The part of `bytes` that is the window: its new snapshot rows and its index row.
     pub(crate) window_bytes: u64,
+    /// The slot of each snapshot of the window written, in time order.
+    slot_numbers: Vec<u32>,
 }
 
 /// Cached states of one job. A state type without a slot is NOT_NEEDED.
@@ -157,20 +164,44 @@ impl JobView {
         let mut slots = BTreeMap::new();
         let mut window = StoredWindow::default();
         let mut snapshots: Vec<(DateTime<Utc>, CollectedMetrics)> = Vec::new();
+        // The slot and instant of each window row read, and whether an earlier release's
+        // snapshot rows (keyed by their instant) are there too.
+        let mut stored: Vec<(DateTime<Utc>, u32)> = Vec::new();
+        let mut instant_rows = false;
+        // Set when a window row did not read: the index read (in whatever order the rows came)
+        // is then forgotten, so the next flush writes the window whole.
+        let mut unreadable_window_row = false;
         let mut stale_rows = BTreeSet::new();
         for (identifier, text) in rows {
             if identifier == WINDOW_INDEX {
                 window.index = Some(text);
                 continue;
             }
+            if let Some(slot) = slot_number(&identifier) {
+                match decode_slot(&text) {
+                    Ok((at, snapshot)) => {
+                        stored.push((at, slot));
+                        snapshots.push((at, snapshot));
+                    }
+                    // Dropped from the window; the next flush of the window rewrites it whole
+                    // (the index no longer matches what is cached), which deletes the row.
+                    Err(error) => {
+                        tracing::error!(job_key, state_type = %identifier, %error, "discarding a state row that cannot be read");
+                        unreadable_window_row = true;
+                    }
+                }
+                continue;
+            }
             if let Some(at) = snapshot_instant(&identifier) {
+                // Rewritten as slot rows (and deleted) by the next flush of the window.
+                instant_rows = true;
                 match decode_snapshot(&text) {
                     Ok(snapshot) => snapshots.push((at, snapshot)),
                     // Dropped from the window; the next flush of the window rewrites it whole
                     // (the index no longer matches what is cached), which deletes the row.
                     Err(error) => {
                         tracing::error!(job_key, state_type = %identifier, %error, "discarding a state row that cannot be read");
-                        window.index = None;
+                        unreadable_window_row = true;
                     }
                 }
                 continue;
@@ -212,20 +243,32 @@ impl JobView {
                 }) => legacy.iter().map(|(at, s)| (*at, s.clone())).collect(),
                 _ => BTreeMap::new(),
             };
-            let mut stored: Vec<DateTime<Utc>> = snapshots.iter().map(|(at, _)| *at).collect();
-            stored.sort_unstable();
             merged.extend(snapshots);
             let history: MetricHistory = merged.into_iter().collect();
-            window.rows = if stored.len() == history.len() {
-                StoredRows::Window(history.clone())
-            } else {
-                StoredRows::Listed(
-                    history
-                        .shared()
-                        .filter(|(at, _)| stored.binary_search(at).is_ok())
-                        .map(|(at, s)| (at, s.clone()))
-                        .collect(),
+            if instant_rows {
+                // Known rows are slot rows only: with the index forgotten the window is written
+                // whole, which deletes every earlier row.
+                stored.clear();
+            }
+            if instant_rows || unreadable_window_row {
+                window.index = None;
+            }
+            stored.sort_unstable();
+            let every_instant_once = stored.iter().map(|(at, _)| *at).eq(history.shared().map(|(at, _)| at));
+            (window.rows, window.slot_numbers) = if every_instant_once {
+                (
+                    StoredRows::Window(history.clone()),
+                    stored.iter().map(|(_, slot)| *slot).collect(),
                 )
+            } else {
+                // Each row with the snapshot of its instant (two rows naming one instant, which
+                // only a damaged table holds, share it; the walk of the next flush trims one).
+                let shared: BTreeMap<DateTime<Utc>, &SharedSnapshot> = history.shared().collect();
+                let (rows, numbers) = stored
+                    .iter()
+                    .filter_map(|(at, slot)| shared.get(at).map(|s| ((*at, (*s).clone()), *slot)))
+                    .unzip();
+                (StoredRows::Listed(rows), numbers)
             };
             slots.insert(
                 StateType::CollectedMetrics,
@@ -292,10 +335,12 @@ impl JobView {
             index: None,
             bytes: 0,
             window_bytes: 0,
+            slot_numbers: Vec::new(),
         };
         for value in pending.upserts {
             if let StateValue::CollectedMetrics(history) = value {
-                let write = self.window_write(history, compression_threshold)?;
+                let (write, slot_numbers) = self.window_write(history, compression_threshold)?;
+                flushed.slot_numbers = slot_numbers;
                 if let WindowWrite::Store { new_index, added, .. } = &write {
                     flushed.index = Some(new_index.clone());
                     flushed.window_bytes = (new_index.len() + added.iter().map(|(_, v)| v.len()).sum::<usize>()) as u64;
@@ -320,51 +365,102 @@ impl JobView {
         Ok(Some((writes, flushed)))
     }
 
-    /// The rows that bring the database from [`StoredWindow`] to `history`.
+    /// The rows that bring the database from [`StoredWindow`] to `history`, and the slot of each
+    /// of its snapshots once they are written.
+    ///
+    /// A snapshot already stored keeps its slot (its row is written again only if the snapshot
+    /// at that instant was replaced); a new one takes the slot of a snapshot that left the window,
+    /// so that its row is overwritten in place, and only when none is left a number no row of the
+    /// window uses. The slots of trimmed snapshots no new one took are deleted. The whole-window
+    /// write (for a database whose rows are not the ones known) uses the same slots, so both
+    /// leave the rows [`JobView::mark_flushed`] records.
     fn window_write<'a>(
         &'a self,
         history: &'a MetricHistory,
         compression_threshold: usize,
-    ) -> Result<WindowWrite<'a>, StateError> {
+    ) -> Result<(WindowWrite<'a>, Vec<u32>), StateError> {
         // Both lists are in time order: one walk down both finds the snapshots the database lacks
         // (or holds another version of) and the rows no longer in the window.
-        let mut stored = self.window.rows.iter().peekable();
-        let mut added = Vec::new();
-        let mut trimmed = Vec::new();
-        for (at, snapshot) in history.shared() {
-            while let Some((gone, _)) = stored.next_if(|(t, _)| *t < at) {
-                trimmed.push(snapshot_identifier(gone));
+        let mut stored = self
+            .window
+            .rows
+            .iter()
+            .zip(self.window.slot_numbers.iter().copied())
+            .peekable();
+        // The slot of each snapshot (`None` until a new one is given one), and the positions of
+        // those to write.
+        let mut slots: Vec<Option<u32>> = Vec::with_capacity(history.len());
+        let mut to_write = Vec::new();
+        let mut freed = Vec::new();
+        for (position, (at, snapshot)) in history.shared().enumerate() {
+            while let Some((_, slot)) = stored.next_if(|((t, _), _)| *t < at) {
+                freed.push(slot);
             }
-            let known = match stored.next_if(|(t, _)| *t == at) {
-                Some((_, row)) => SharedSnapshot::ptr_eq(row, snapshot),
-                None => false,
-            };
-            if !known {
+            match stored.next_if(|((t, _), _)| *t == at) {
+                Some(((_, row), slot)) => {
+                    slots.push(Some(slot));
+                    if !SharedSnapshot::ptr_eq(row, snapshot) {
+                        to_write.push(position);
+                    }
+                }
+                None => {
+                    slots.push(None);
+                    to_write.push(position);
+                }
+            }
+        }
+        freed.extend(stored.map(|(_, slot)| slot));
+        let mut freed = freed.into_iter();
+        // Numbers past the freed ones: the smallest no stored row uses (taken once a growing
+        // window has reused every freed slot).
+        let mut in_use: Option<BTreeSet<u32>> = None;
+        let mut candidate = 0u32;
+        let slots: Vec<u32> = slots
+            .into_iter()
+            .map(|slot| {
+                slot.or_else(|| freed.next()).unwrap_or_else(|| {
+                    let in_use = in_use.get_or_insert_with(|| self.window.slot_numbers.iter().copied().collect());
+                    // At most one step per stored or newly numbered row.
+                    while in_use.contains(&candidate) {
+                        candidate = candidate.saturating_add(1);
+                    }
+                    in_use.insert(candidate);
+                    candidate
+                })
+            })
+            .collect();
+        let trimmed: Vec<String> = freed.map(slot_identifier).collect();
+        let mut added = Vec::with_capacity(to_write.len());
+        let mut to_write = to_write.into_iter().peekable();
+        for (position, (at, snapshot)) in history.shared().enumerate() {
+            if to_write.next_if_eq(&position).is_some() {
                 added.push((
-                    snapshot_identifier(at),
-                    encode_snapshot(snapshot, compression_threshold)?,
+                    slot_identifier(slots[position]),
+                    encode_snapshot(at, snapshot, compression_threshold)?,
                 ));
             }
         }
-        trimmed.extend(stored.map(|(gone, _)| snapshot_identifier(gone)));
+        let all_slots = slots.clone();
         let all = move || {
             history
                 .shared()
-                .map(|(at, snapshot)| {
+                .zip(&all_slots)
+                .map(|((at, snapshot), slot)| {
                     Ok((
-                        snapshot_identifier(at),
-                        encode_snapshot(snapshot, compression_threshold)?,
+                        slot_identifier(*slot),
+                        encode_snapshot(at, snapshot, compression_threshold)?,
                     ))
                 })
                 .collect()
         };
-        Ok(WindowWrite::Store {
+        let write = WindowWrite::Store {
             expected_index: self.window.index.clone(),
             new_index: encode_window_index(&new_generation(), history.len())?,
             added,
             trimmed,
             all: Box::new(all),
-        })
+        };
+        Ok((write, slots))
     }
 
     /// What a flush has to write; empty when every state is UP_TO_DATE or NOT_NEEDED.
@@ -395,6 +491,7 @@ impl JobView {
             self.window = match self.get(StateType::CollectedMetrics) {
                 Some(StateValue::CollectedMetrics(history)) => StoredWindow {
                     rows: StoredRows::Window(history.clone()),
+                    slot_numbers: flushed.slot_numbers,
                     index: flushed.index,
                     legacy_row: false,
                 },
@@ -480,15 +577,17 @@ mod tests {
         window
     }
 
-    #[test]
-    fn a_slid_window_writes_its_new_snapshots_and_trims_the_old() {
+    fn t(secs: i64) -> DateTime<Utc> {
         use chrono::TimeZone as _;
-        let t = |s: i64| Utc.timestamp_opt(s, 0).unwrap();
-        let ids = |secs: &[i64]| {
-            secs.iter()
-                .map(|s| crate::codec::snapshot_identifier(t(*s)))
-                .collect::<Vec<_>>()
-        };
+        Utc.timestamp_opt(secs, 0).unwrap()
+    }
+
+    fn ids(slots: &[u32]) -> Vec<String> {
+        slots.iter().map(|s| slot_identifier(*s)).collect()
+    }
+
+    #[test]
+    fn a_slid_window_overwrites_the_rows_of_the_snapshots_that_left_it() {
         let mut view = JobView::default();
         let mut history = MetricHistory::new();
         for s in 0..3 {
@@ -497,23 +596,262 @@ mod tests {
         view.put(StateValue::CollectedMetrics(history.clone()));
         assert_eq!(flush_window(&mut view), (ids(&[0, 1, 2]), vec![]), "all new");
 
-        // The window slides by two: two new snapshots, two trimmed, the kept one not rewritten.
+        // The window slides by two: the two new snapshots take the slots of the two that left,
+        // oldest first; nothing is deleted and the kept one is not rewritten.
         history.remove_before(t(2));
         history.insert(t(3), CollectedMetrics::default());
         history.insert(t(4), CollectedMetrics::default());
         view.put(StateValue::CollectedMetrics(history.clone()));
-        assert_eq!(flush_window(&mut view), (ids(&[3, 4]), ids(&[0, 1])));
+        assert_eq!(flush_window(&mut view), (ids(&[0, 1]), vec![]));
+        assert_eq!(view.window.slot_numbers, vec![2, 0, 1], "t2, t3, t4");
 
-        // A snapshot replaced at a kept instant is written again; one past every kept is trimmed.
+        // A snapshot replaced at a kept instant is written again in its slot; the slot of one
+        // that left with no new one to take it is deleted.
         let mut replaced = MetricHistory::new();
         replaced.insert(t(2), CollectedMetrics::default());
         for (at, snapshot) in history.iter().skip(1).take(1) {
             replaced.insert(*at, snapshot.clone());
         }
         view.put(StateValue::CollectedMetrics(replaced));
-        let (added, trimmed) = flush_window(&mut view);
-        assert_eq!(added, ids(&[2, 3]), "new snapshots, the same instants");
-        assert_eq!(trimmed, ids(&[4]));
+        assert_eq!(flush_window(&mut view), (ids(&[2, 0]), ids(&[1])));
+        assert_eq!(view.window.slot_numbers, vec![2, 0]);
+    }
+
+    #[test]
+    fn a_growing_window_takes_the_smallest_free_numbers_after_the_freed_slots() {
+        let mut view = JobView::default();
+        let mut history = MetricHistory::new();
+        for s in [0, 1, 2, 3] {
+            history.insert(t(s), CollectedMetrics::default());
+        }
+        view.put(StateValue::CollectedMetrics(history.clone()));
+        flush_window(&mut view);
+        // Shrinks to t3: slots 0, 1, 2 are deleted.
+        history.remove_before(t(3));
+        view.put(StateValue::CollectedMetrics(history.clone()));
+        assert_eq!(flush_window(&mut view), (vec![], ids(&[0, 1, 2])));
+        // Slides by one and grows by two: t4 takes t3's slot 3, t5 and t6 the numbers 0 and 1.
+        history.remove_before(t(4));
+        for s in [4, 5, 6] {
+            history.insert(t(s), CollectedMetrics::default());
+        }
+        view.put(StateValue::CollectedMetrics(history.clone()));
+        assert_eq!(flush_window(&mut view), (ids(&[3, 0, 1]), vec![]));
+        assert_eq!(view.window.slot_numbers, vec![3, 0, 1]);
+    }
+
+    /// The window row of `snapshot` at `at` in slot `slot`.
+    fn slot_row(slot: u32, at: DateTime<Utc>) -> (String, String) {
+        let history: MetricHistory = [(at, CollectedMetrics::default())].into_iter().collect();
+        let (_, snapshot) = history.shared().next().unwrap();
+        (
+            slot_identifier(slot),
+            encode_snapshot(at, snapshot, usize::MAX).unwrap(),
+        )
+    }
+
+    #[test]
+    fn slot_rows_read_back_in_time_order_with_their_slots() {
+        let index = ("collectedMetricsIndex".to_owned(), "i".to_owned());
+        let rows = vec![slot_row(7, t(20)), slot_row(0, t(30)), slot_row(3, t(10)), index];
+        let mut view = JobView::from_rows("job", rows);
+        assert_eq!(view.window.slot_numbers, vec![3, 7, 0]);
+        assert_eq!(view.window.index.as_deref(), Some("i"));
+        let Some(StateValue::CollectedMetrics(history)) = view.get(StateType::CollectedMetrics) else {
+            panic!("a window");
+        };
+        let mut history = history.clone();
+        assert_eq!(
+            history.iter().map(|(at, _)| *at).collect::<Vec<_>>(),
+            vec![t(10), t(20), t(30)]
+        );
+        // The next slide overwrites the oldest snapshot's slot.
+        history.remove_before(t(20));
+        history.insert(t(40), CollectedMetrics::default());
+        view.put(StateValue::CollectedMetrics(history));
+        let (writes, _) = view.writes(usize::MAX).unwrap().unwrap();
+        let Some(WindowWrite::Store {
+            expected_index,
+            added,
+            trimmed,
+            ..
+        }) = writes.window
+        else {
+            panic!("a window store");
+        };
+        assert_eq!(expected_index.as_deref(), Some("i"), "the rows are the known ones");
+        assert_eq!(added.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(), ids(&[3]));
+        assert!(trimmed.is_empty());
+    }
+
+    #[test]
+    fn rows_keyed_by_instant_are_read_and_the_window_is_written_whole_as_slots() {
+        let history: MetricHistory = [(t(10), CollectedMetrics::default())].into_iter().collect();
+        let (_, snapshot) = history.shared().next().unwrap();
+        let instant_row = (
+            format!("{}{}", crate::codec::SNAPSHOT_PREFIX, "1970-01-01T00:00:10.000000000Z"),
+            crate::codec::encode_value(StateType::CollectedMetrics, snapshot, usize::MAX).unwrap(),
+        );
+        let rows = vec![
+            instant_row,
+            slot_row(0, t(20)),
+            ("collectedMetricsIndex".to_owned(), "i".to_owned()),
+        ];
+        let mut view = JobView::from_rows("job", rows);
+        let Some(StateValue::CollectedMetrics(read)) = view.get(StateType::CollectedMetrics).cloned() else {
+            panic!("a window");
+        };
+        assert_eq!(read.iter().map(|(at, _)| *at).collect::<Vec<_>>(), vec![t(10), t(20)]);
+        assert_eq!(view.window.index, None, "the rows are not the known ones");
+        view.put(StateValue::CollectedMetrics(read));
+        let (writes, flushed) = view.writes(usize::MAX).unwrap().unwrap();
+        let Some(WindowWrite::Store {
+            expected_index, all, ..
+        }) = writes.window
+        else {
+            panic!("a window store");
+        };
+        assert_eq!(expected_index, None);
+        let whole: Vec<String> = all().unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(whole, ids(&[0, 1]));
+        assert_eq!(flushed.slot_numbers, vec![0, 1]);
+    }
+
+    #[test]
+    fn a_second_row_naming_the_same_instant_is_trimmed_and_its_slot_reused() {
+        let index = ("collectedMetricsIndex".to_owned(), "i".to_owned());
+        let rows = vec![slot_row(0, t(10)), slot_row(1, t(10)), slot_row(2, t(20)), index];
+        let mut view = JobView::from_rows("job", rows);
+        assert_eq!(view.window.slot_numbers, vec![0, 1, 2]);
+        let Some(StateValue::CollectedMetrics(history)) = view.get(StateType::CollectedMetrics).cloned() else {
+            panic!("a window");
+        };
+        assert_eq!(history.len(), 2);
+        let mut history = history;
+        history.insert(t(30), CollectedMetrics::default());
+        view.put(StateValue::CollectedMetrics(history));
+        assert_eq!(
+            flush_window(&mut view),
+            (ids(&[1]), vec![]),
+            "t30 in the duplicate's slot"
+        );
+        assert_eq!(view.window.slot_numbers, vec![0, 2, 1]);
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    /// One change of a window between two flushes.
+    #[derive(Debug, Clone)]
+    enum Change {
+        /// Drops this many of the oldest snapshots.
+        Trim(usize),
+        /// Adds this many snapshots after the newest.
+        Add(usize),
+        /// Replaces the snapshot at this position (modulo the length) by a new one.
+        Replace(usize),
+    }
+
+    proptest::proptest! {
+        /// Whatever the window does between flushes, and whichever way the database takes each
+        /// flush (the rows known, or the window written whole), the window rows are exactly the
+        /// window's snapshots, each in its own slot, and no slot number reaches past the largest
+        /// window seen.
+        #[test]
+        fn the_slot_rows_are_always_exactly_the_window(
+            steps in proptest::collection::vec(
+                (
+                    proptest::collection::vec(
+                        proptest::prop_oneof![
+                            (0usize..4).prop_map(Change::Trim),
+                            (0usize..4).prop_map(Change::Add),
+                            (0usize..8).prop_map(Change::Replace),
+                        ],
+                        1..4,
+                    ),
+                    proptest::bool::ANY,
+                ),
+                1..25,
+            )
+        ) {
+            let mut view = JobView::default();
+            let mut history = MetricHistory::new();
+            let mut next = 0i64;
+            let mut largest = 0usize;
+            // The database's window rows: slot identifier -> the instant its value names.
+            let mut rows: BTreeMap<String, DateTime<Utc>> = BTreeMap::new();
+            for (changes, whole) in steps {
+                for change in changes {
+                    match change {
+                        Change::Trim(n) => {
+                            let cut = history.iter().nth(n).map(|(at, _)| *at);
+                            if let Some(at) = cut {
+                                history.remove_before(at);
+                            } else {
+                                history = MetricHistory::new();
+                            }
+                        }
+                        Change::Add(n) => {
+                            for _ in 0..n {
+                                history.insert(t(next), CollectedMetrics::default());
+                                next += 10;
+                            }
+                        }
+                        Change::Replace(k) => {
+                            let at = history.iter().map(|(at, _)| *at).nth(k % history.len().max(1));
+                            if let Some(at) = at {
+                                history.insert(at, CollectedMetrics::default());
+                            }
+                        }
+                    }
+                }
+                largest = largest.max(history.len());
+                view.put(StateValue::CollectedMetrics(history.clone()));
+                let flushed = {
+                    let Some((writes, flushed)) = view.writes(usize::MAX).unwrap() else {
+                        continue;
+                    };
+                    let Some(WindowWrite::Store { added, trimmed, all, .. }) = writes.window else {
+                        panic!("a window store");
+                    };
+                    let at_of = |value: &str| decode_slot(value).unwrap().0;
+                    if whole {
+                        rows = all().unwrap().iter().map(|(id, value)| (id.clone(), at_of(value))).collect();
+                    } else {
+                        for (id, value) in &added {
+                            rows.insert(id.clone(), at_of(value));
+                        }
+                        for id in &trimmed {
+                            proptest::prop_assert!(rows.remove(id).is_some(), "{} deleted but not there", id);
+                        }
+                    }
+                    flushed
+                };
+                view.mark_flushed(Some(flushed));
+                let mut instants: Vec<DateTime<Utc>> = rows.values().copied().collect();
+                instants.sort_unstable();
+                let expected: Vec<DateTime<Utc>> = history.iter().map(|(at, _)| *at).collect();
+                proptest::prop_assert_eq!(instants, expected);
+                for id in rows.keys() {
+                    let slot = slot_number(id).unwrap();
+                    proptest::prop_assert!((slot as usize) < largest, "{id} with windows of at most {largest}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn window_rows_that_do_not_read_are_dropped_and_the_window_rewritten() {
+        let rows = vec![
+            slot_row(0, t(10)),
+            ("collectedMetrics#1".to_owned(), r#"{"v":1,"state":{}}"#.to_owned()),
+            ("collectedMetricsIndex".to_owned(), "i".to_owned()),
+        ];
+        let view = JobView::from_rows("job", rows);
+        assert_eq!(
+            view.window.index, None,
+            "no instant: the row is dropped, the index forgotten"
+        );
+        assert_eq!(view.window.slot_numbers, vec![0]);
     }
 
     #[test]

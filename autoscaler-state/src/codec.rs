@@ -119,9 +119,14 @@ pub(crate) enum StateValue {
 
 /// What `state_value` holds: `{"v":1,"state":<json>}`, or `{"v":1,"gzip":"<base64 of gzipped json>"}`
 /// for a large state.
+///
+/// A row of a job's metric window also names its snapshot's instant: `{"v":1,"at":"<RFC 3339>",
+/// "state":<json>}` (or `"gzip"`), see [`SLOT_PREFIX`].
 #[derive(Deserialize)]
 struct EnvelopeIn<'a> {
     v: u32,
+    #[serde(default)]
+    at: Option<String>,
     #[serde(borrow, default)]
     state: Option<&'a RawValue>,
     #[serde(default)]
@@ -131,6 +136,8 @@ struct EnvelopeIn<'a> {
 #[derive(Serialize)]
 struct EnvelopeOut<'a, T> {
     v: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<&'a T>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,31 +195,39 @@ fn serialization_error(state_type: StateType, message: impl fmt::Display) -> Sta
     }
 }
 
-fn encode_value<T: Serialize>(
+pub(crate) fn encode_value<T: Serialize>(
     state_type: StateType,
     value: &T,
     compression_threshold: usize,
 ) -> Result<String, StateError> {
-    encode_with(state_type, compression_threshold, |out| {
+    encode_with(state_type, compression_threshold, None, |out| {
         serde_json::to_writer(out, value)
     })
 }
 
 /// The envelope of the JSON `write` appends to its buffer: what serializing
-/// `EnvelopeOut { state: Some(value), .. }` writes, the value written once, in place after the
+/// `EnvelopeOut { at, state: Some(value), .. }` writes, the value written once, in place after the
 /// envelope's head; gzip-compressed when it is at least `compression_threshold` bytes long.
 fn encode_with(
     state_type: StateType,
     compression_threshold: usize,
+    at: Option<&str>,
     write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
 ) -> Result<String, StateError> {
     let mut out = Vec::with_capacity(1024);
-    write!(out, "{{\"v\":{FORMAT_VERSION},\"state\":").map_err(|e| serialization_error(state_type, e))?;
+    write!(out, "{{\"v\":{FORMAT_VERSION},").map_err(|e| serialization_error(state_type, e))?;
+    if let Some(at) = at {
+        out.extend_from_slice(b"\"at\":");
+        serde_json::to_writer(&mut out, at).map_err(|e| serialization_error(state_type, e))?;
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"state\":");
     let start = out.len();
     write(&mut out).map_err(|e| serialization_error(state_type, e))?;
     if out.len() - start >= compression_threshold {
         let envelope = EnvelopeOut::<()> {
             v: FORMAT_VERSION,
+            at,
             state: None,
             gzip: Some(gzip_base64(&out[start..]).map_err(|e| serialization_error(state_type, e))?),
         };
@@ -224,15 +239,32 @@ fn encode_with(
 }
 
 /// `state_type` prefix of the rows holding one snapshot each of a job's metric window: the
-/// prefix, then the snapshot's instant in RFC 3339 with nanoseconds (`collectedMetrics@2024-05-01T12:00:00.000000000Z`).
+/// prefix, then the row's slot, a number (`collectedMetrics#0`, `collectedMetrics#1`, ...). The
+/// value names the snapshot's instant (`"at"` in the envelope, RFC 3339 with nanoseconds). A row
+/// keeps its slot while the window slides: the row of a snapshot leaving the window is
+/// overwritten in place with one entering it, so the database updates one row where it would
+/// otherwise insert one and delete another (and change its unique index twice).
+pub(crate) const SLOT_PREFIX: &str = "collectedMetrics#";
+
+/// `state_type` prefix of the snapshot rows of the release before slots: the prefix, then the
+/// snapshot's instant in RFC 3339 with nanoseconds (`collectedMetrics@2024-05-01T12:00:00.000000000Z`).
+/// Read, and replaced by slot rows on the window's next flush.
 pub(crate) const SNAPSHOT_PREFIX: &str = "collectedMetrics@";
 
-/// The `state_type` of the row of the snapshot collected at `at`.
-pub(crate) fn snapshot_identifier(at: DateTime<Utc>) -> String {
-    format!("{SNAPSHOT_PREFIX}{}", at.to_rfc3339_opts(SecondsFormat::Nanos, true))
+/// The `state_type` of the window row in slot `slot`.
+pub(crate) fn slot_identifier(slot: u32) -> String {
+    format!("{SLOT_PREFIX}{slot}")
 }
 
-/// The instant a snapshot row's `state_type` names, if it is one.
+/// The slot a window row's `state_type` names, if it is one: a number written as
+/// [`slot_identifier`] writes it (no sign, no leading zero).
+pub(crate) fn slot_number(identifier: &str) -> Option<u32> {
+    let digits = identifier.strip_prefix(SLOT_PREFIX)?;
+    let canonical = digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
+    if canonical { digits.parse().ok() } else { None }
+}
+
+/// The instant an earlier release's snapshot row's `state_type` names, if it is one.
 pub(crate) fn snapshot_instant(identifier: &str) -> Option<DateTime<Utc>> {
     let instant = identifier.strip_prefix(SNAPSHOT_PREFIX)?;
     DateTime::parse_from_rfc3339(instant)
@@ -240,10 +272,15 @@ pub(crate) fn snapshot_instant(identifier: &str) -> Option<DateTime<Utc>> {
         .map(|at| at.with_timezone(&Utc))
 }
 
-/// The `state_value` of one snapshot row (the envelope, as for every state), serialized from the
-/// compact snapshot without building its maps.
-pub(crate) fn encode_snapshot(snapshot: &SharedSnapshot, compression_threshold: usize) -> Result<String, StateError> {
-    encode_with(StateType::CollectedMetrics, compression_threshold, |out| {
+/// The `state_value` of the window row of the snapshot collected at `at` (the envelope, as for
+/// every state, naming `at`), serialized from the compact snapshot without building its maps.
+pub(crate) fn encode_snapshot(
+    at: DateTime<Utc>,
+    snapshot: &SharedSnapshot,
+    compression_threshold: usize,
+) -> Result<String, StateError> {
+    let at = at.to_rfc3339_opts(SecondsFormat::Nanos, true);
+    encode_with(StateType::CollectedMetrics, compression_threshold, Some(&at), |out| {
         write_snapshot(out, snapshot)
     })
 }
@@ -290,9 +327,19 @@ fn write_metric_values(out: &mut Vec<u8>, values: &MetricValues) -> serde_json::
 static METRIC_KEYS: std::sync::LazyLock<[String; METRIC_COUNT]> =
     std::sync::LazyLock::new(|| ScalingMetric::ALL.map(|metric| format!("\"{}\":", metric.name())));
 
-/// A snapshot row's value.
+/// An earlier release's snapshot row's value (its instant is in the row's `state_type`).
 pub(crate) fn decode_snapshot(text: &str) -> Result<CollectedMetrics, StateError> {
     decode_value(StateType::CollectedMetrics, text)
+}
+
+/// A window row's value: the instant it names and its snapshot.
+pub(crate) fn decode_slot(text: &str) -> Result<(DateTime<Utc>, CollectedMetrics), StateError> {
+    let state_type = StateType::CollectedMetrics;
+    let (at, snapshot) = decode_envelope(state_type, text)?;
+    let at = at.ok_or_else(|| serialization_error(state_type, "the window row names no instant (`at`)"))?;
+    let at = DateTime::parse_from_rfc3339(&at)
+        .map_err(|e| serialization_error(state_type, format!("bad instant `at` ({at:?}): {e}")))?;
+    Ok((at.with_timezone(&Utc), snapshot))
 }
 
 /// What the window index row holds: a generation unique to one flush, and how many snapshot
@@ -313,6 +360,11 @@ pub(crate) fn encode_window_index(generation: &str, snapshots: usize) -> Result<
 }
 
 fn decode_value<T: DeserializeOwned>(state_type: StateType, text: &str) -> Result<T, StateError> {
+    decode_envelope(state_type, text).map(|(_, value)| value)
+}
+
+/// The envelope's instant (`at`, if it names one) and value.
+fn decode_envelope<T: DeserializeOwned>(state_type: StateType, text: &str) -> Result<(Option<String>, T), StateError> {
     let envelope: EnvelopeIn<'_> = serde_json::from_str(text)
         .map_err(|e| serialization_error(state_type, format!("not a state envelope: {e}")))?;
     // Version 1 is the only one so far; a newer one means a newer release wrote the row.
@@ -325,18 +377,21 @@ fn decode_value<T: DeserializeOwned>(state_type: StateType, text: &str) -> Resul
             ),
         ));
     }
-    match (envelope.state, envelope.gzip) {
-        (Some(raw), None) => serde_json::from_str(raw.get()).map_err(|e| serialization_error(state_type, e)),
+    let value = match (envelope.state, envelope.gzip) {
+        (Some(raw), None) => serde_json::from_str(raw.get()).map_err(|e| serialization_error(state_type, e))?,
         (None, Some(compressed)) => {
             let json = gunzip_base64(&compressed, MAX_DECOMPRESSED_STATE_BYTES)
                 .map_err(|e| serialization_error(state_type, e))?;
-            serde_json::from_slice(&json).map_err(|e| serialization_error(state_type, e))
+            serde_json::from_slice(&json).map_err(|e| serialization_error(state_type, e))?
         }
-        _ => Err(serialization_error(
-            state_type,
-            "the envelope must hold exactly one of `state` and `gzip`",
-        )),
-    }
+        _ => {
+            return Err(serialization_error(
+                state_type,
+                "the envelope must hold exactly one of `state` and `gzip`",
+            ));
+        }
+    };
+    Ok((envelope.at, value))
 }
 
 fn gzip_base64(bytes: &[u8]) -> std::io::Result<String> {
@@ -501,12 +556,56 @@ mod tests {
                     (at, CollectedMetrics { vertex_metrics, global_metrics: global })
                 })
                 .collect();
-            for (_, snapshot) in history.shared() {
+            for (at, snapshot) in history.shared() {
                 let by_serde = encode_value(StateType::CollectedMetrics, snapshot, threshold).unwrap();
-                proptest::prop_assert_eq!(encode_snapshot(snapshot, threshold).unwrap(), by_serde);
+                // The same, with the instant after the version.
+                let at_text = at.to_rfc3339_opts(SecondsFormat::Nanos, true);
+                let by_serde = by_serde.replacen("{\"v\":1,", &format!("{{\"v\":1,\"at\":\"{at_text}\","), 1);
+                let row = encode_snapshot(at, snapshot, threshold).unwrap();
+                proptest::prop_assert_eq!(&row, &by_serde);
+                let (read_at, read) = decode_slot(&row).unwrap();
+                proptest::prop_assert_eq!(read_at, at);
+                proptest::prop_assert_eq!(serde_json::to_string(&read).unwrap(), serde_json::to_string(snapshot).unwrap());
                 proptest::prop_assert!(!snapshot.is_expanded());
             }
         }
+    }
+
+    #[test]
+    fn slot_identifiers_are_canonical_numbers() {
+        assert_eq!(slot_identifier(0), "collectedMetrics#0");
+        assert_eq!(slot_number("collectedMetrics#0"), Some(0));
+        assert_eq!(slot_number("collectedMetrics#89"), Some(89));
+        assert_eq!(slot_number(&slot_identifier(u32::MAX)), Some(u32::MAX));
+        for not_a_slot in [
+            "collectedMetrics#",
+            "collectedMetrics#07",
+            "collectedMetrics#+7",
+            "collectedMetrics#-1",
+            "collectedMetrics#7 ",
+            "collectedMetrics#4294967296",
+            "collectedMetrics@2024-05-01T12:00:00Z",
+            "collectedMetricsIndex",
+        ] {
+            assert_eq!(slot_number(not_a_slot), None, "{not_a_slot}");
+        }
+    }
+
+    #[test]
+    fn a_window_row_without_a_readable_instant_is_a_typed_error() {
+        let err = decode_slot(r#"{"v":1,"state":{"vertexMetrics":{},"globalMetrics":{}}}"#).unwrap_err();
+        assert!(err.to_string().contains("names no instant"), "{err}");
+        let err =
+            decode_slot(r#"{"v":1,"at":"yesterday","state":{"vertexMetrics":{},"globalMetrics":{}}}"#).unwrap_err();
+        assert!(err.to_string().contains("bad instant"), "{err}");
+        let (at, _) = decode_slot(
+            r#"{"v":1,"at":"2024-05-01T12:00:00.5+02:00","state":{"vertexMetrics":{},"globalMetrics":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            "2024-05-01T10:00:00.500Z"
+        );
     }
 
     #[test]

@@ -131,8 +131,9 @@ impl Statements {
             read_window_index: p(
                 "SELECT state_value FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?",
             ),
-            delete_window_rows: p("DELETE FROM t_flink_autoscaler_state_store \
-                 WHERE job_key = ? AND state_type LIKE 'collectedMetrics@%'"),
+            // The slot rows, and the rows keyed by instant of the release before slots.
+            delete_window_rows: p("DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? \
+                 AND (state_type LIKE 'collectedMetrics#%' OR state_type LIKE 'collectedMetrics@%')"),
             insert_event: p("INSERT INTO t_flink_autoscaler_event_handler \
                  (create_time, update_time, job_key, reason, event_type, message, event_count, event_key) \
                  VALUES (?, ?, ?, ?, ?, ?, 1, ?)"),

@@ -89,8 +89,14 @@
 //! the tables go into the database (and PostgreSQL schema) the URL names.
 //!
 //! `state_type` values are the reference's `scalingHistory`, `scalingTracking`, `collectedMetrics`,
-//! `parallelismOverrides`, `configOverrides`, `delayedScaleDown` (the metric window as one row per
-//! snapshot plus an index row). Earlier releases also wrote `evaluatedMetrics`; see above.
+//! `parallelismOverrides`, `configOverrides`, `delayedScaleDown`. The metric window is not one
+//! `collectedMetrics` row but one row per snapshot, `collectedMetrics#<slot>` (a number), plus the
+//! index row `collectedMetricsIndex`. A snapshot's row names its instant in the value (`"at"`,
+//! below); as the window slides, the row of the snapshot that left it is overwritten in place with
+//! the one that entered, so a cycle's flush updates two rows (the slot and the index) and inserts
+//! and deletes none. Earlier releases wrote the window as one `collectedMetrics` row, then as rows
+//! keyed by instant (`collectedMetrics@<RFC 3339>`); both load, and the window's next flush
+//! replaces them with slot rows. Earlier releases also wrote `evaluatedMetrics`; see above.
 //!
 //! `t_flink_autoscaler_event_handler`: exactly the reference's columns (`id`, `create_time`,
 //! `update_time`, `job_key`, `reason`, `event_type`, `message`, `event_count`, `event_key`) and its
@@ -100,7 +106,8 @@
 //!
 //! `state_value` holds a serde JSON envelope: `{"v":1,"state":<the state as JSON>}`, or, when the
 //! JSON is at least [`StoreOptions::compression_threshold`] bytes (64 KiB by default; in practice a
-//! long collected-metrics history), `{"v":1,"gzip":"<base64 of the gzipped JSON>"}`. `v` is
+//! long collected-metrics history), `{"v":1,"gzip":"<base64 of the gzipped JSON>"}`. A window
+//! row also names its snapshot's instant, after the version: `{"v":1,"at":"2024-05-01T12:00:00.000000000Z","state":...}`. `v` is
 //! [`FORMAT_VERSION`]; every release reads every older version (`tests/fixtures/format-v1` holds
 //! rows of version 1 that the tests load), and a newer version is a typed
 //! [`StateError::Serialization`](autoscaler_core::StateError), which discards that state as

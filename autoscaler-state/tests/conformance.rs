@@ -381,8 +381,12 @@ async fn large_histories_are_compressed(db: &TestDb) {
         );
         let rows = db.state_rows("wide").await;
         let snapshot = &rows[0];
-        assert!(snapshot.0.starts_with("collectedMetrics@"), "{}", snapshot.0);
-        assert!(snapshot.1.starts_with(r#"{"v":1,"gzip":""#));
+        assert!(snapshot.0.starts_with("collectedMetrics#"), "{}", snapshot.0);
+        assert!(snapshot.1.starts_with(r#"{"v":1,"at":""#), "{}", &snapshot.1[..40]);
+        assert!(
+            snapshot.1.contains(r#"Z","gzip":""#),
+            "the instant, then the compressed snapshot"
+        );
         assert!(
             snapshot.1.len() < json(&wide_history).len() / 2 / 4,
             "compressed {} bytes",
@@ -409,8 +413,8 @@ fn wide_history(snapshots: usize, vertices: usize) -> MetricHistory {
         .collect()
 }
 
-// A flush after one new snapshot (and one trimmed) writes that snapshot's row and the window
-// index, deletes the trimmed row, and the window loads back identical.
+// A flush after one new snapshot (and one trimmed) writes that snapshot's row (over the trimmed
+// one's, in its slot) and the window index, and the window loads back identical.
 async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
     let store = open(db).await;
     let c = ctx("job");
@@ -433,7 +437,7 @@ async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
     let rows = db.state_rows("job").await;
     assert_eq!(rows.len(), 60 + 1);
     let index = rows.iter().find(|(t, _)| t == "collectedMetricsIndex").unwrap();
-    let newest = rows.iter().find(|(t, _)| t.contains("T22:23:20")).unwrap();
+    let newest = rows.iter().find(|(_, v)| v.contains("T22:23:20")).unwrap();
     assert_eq!(written, (index.1.len() + newest.1.len()) as u64, "{written} bytes");
     assert_eq!(
         store.window_bytes_written(),
@@ -445,8 +449,8 @@ async fn a_flush_writes_only_the_new_snapshot(db: &TestDb) {
         "the first flush wrote the whole window: {first} bytes"
     );
     assert!(
-        !rows.iter().any(|(t, _)| t.contains("T22:13:20")),
-        "the trimmed row is deleted"
+        !rows.iter().any(|(_, v)| v.contains("T22:13:20")),
+        "the trimmed snapshot's row is overwritten"
     );
     assert_eq!(
         json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
@@ -471,7 +475,7 @@ async fn a_trimmed_row_gone_missing_still_leaves_the_exact_window(db: &TestDb) {
     store.store_collected_metrics(&c, &window).await.unwrap();
     store.flush(&c).await.unwrap();
     let rows = db.state_rows("job").await;
-    let (trimmed, _) = rows.iter().find(|(t, _)| t.contains("T22:13:20")).unwrap();
+    let (trimmed, _) = rows.iter().find(|(_, v)| v.contains("T22:13:20")).unwrap();
     db.exec(
         "DELETE FROM t_flink_autoscaler_state_store WHERE job_key = ? AND state_type = ?",
         &["job", trimmed],
@@ -487,7 +491,7 @@ async fn a_trimmed_row_gone_missing_still_leaves_the_exact_window(db: &TestDb) {
     store.store_collected_metrics(&c, &window).await.unwrap();
     store.flush(&c).await.unwrap();
     let rows = db.state_rows("job").await;
-    let snapshot_rows = rows.iter().filter(|(t, _)| t.starts_with("collectedMetrics@")).count();
+    let snapshot_rows = rows.iter().filter(|(t, _)| t.starts_with("collectedMetrics#")).count();
     assert_eq!(snapshot_rows, 60);
     assert_eq!(
         json(&reopen(db).await.get_collected_metrics(&c).await.unwrap()),
@@ -935,7 +939,7 @@ async fn concurrent_flushes_are_grouped_and_exact(db: &TestDb) {
                 .state_rows(&c.job_key)
                 .await
                 .iter()
-                .filter(|(t, _)| t.starts_with("collectedMetrics@"))
+                .filter(|(t, _)| t.starts_with("collectedMetrics#"))
                 .count();
             assert_eq!(snapshot_rows, window.len(), "{} round {round}", c.job_key);
         }

@@ -285,7 +285,10 @@ impl TestDb {
             .await
             .into_iter()
             .map(|(state_type, _)| {
-                if state_type.starts_with("collectedMetrics@") || state_type == "collectedMetricsIndex" {
+                if state_type.starts_with("collectedMetrics#")
+                    || state_type.starts_with("collectedMetrics@")
+                    || state_type == "collectedMetricsIndex"
+                {
                     "collectedMetrics".to_owned()
                 } else {
                     state_type
