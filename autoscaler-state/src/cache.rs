@@ -380,66 +380,74 @@ impl JobView {
         compression_threshold: usize,
     ) -> Result<(WindowWrite<'a>, Vec<u32>), StateError> {
         // Both lists are in time order: one walk down both finds the snapshots the database lacks
-        // (or holds another version of) and the rows no longer in the window.
+        // (or holds another version of) and the rows no longer in the window; a new snapshot
+        // takes a slot freed before it in the walk (in a sliding window, the oldest's).
         let mut stored = self
             .window
             .rows
             .iter()
             .zip(self.window.slot_numbers.iter().copied())
             .peekable();
-        // The slot of each snapshot (`None` until a new one is given one), and the positions of
-        // those to write.
-        let mut slots: Vec<Option<u32>> = Vec::with_capacity(history.len());
-        let mut to_write = Vec::new();
-        let mut freed = Vec::new();
+        let mut slots: Vec<u32> = Vec::with_capacity(history.len());
+        let mut added = Vec::new();
+        let mut freed: Vec<u32> = Vec::new();
+        let mut taken = 0;
+        // New snapshots no freed slot was left for when the walk reached them.
+        let mut unplaced = Vec::new();
         for (position, (at, snapshot)) in history.shared().enumerate() {
             while let Some((_, slot)) = stored.next_if(|((t, _), _)| *t < at) {
                 freed.push(slot);
             }
-            match stored.next_if(|((t, _), _)| *t == at) {
-                Some(((_, row), slot)) => {
-                    slots.push(Some(slot));
-                    if !SharedSnapshot::ptr_eq(row, snapshot) {
-                        to_write.push(position);
+            let slot = match stored.next_if(|((t, _), _)| *t == at) {
+                Some(((_, row), slot)) if SharedSnapshot::ptr_eq(row, snapshot) => {
+                    slots.push(slot);
+                    continue;
+                }
+                Some((_, slot)) => slot,
+                None => match freed.get(taken) {
+                    Some(&slot) => {
+                        taken += 1;
+                        slot
                     }
-                }
-                None => {
-                    slots.push(None);
-                    to_write.push(position);
-                }
-            }
+                    None => {
+                        // Given a number below, once the walk has freed every slot it will.
+                        slots.push(u32::MAX);
+                        unplaced.push((position, at, snapshot));
+                        continue;
+                    }
+                },
+            };
+            slots.push(slot);
+            added.push((
+                slot_identifier(slot),
+                encode_snapshot(at, snapshot, compression_threshold)?,
+            ));
         }
         freed.extend(stored.map(|(_, slot)| slot));
-        let mut freed = freed.into_iter();
+        let mut freed = freed.into_iter().skip(taken);
         // Numbers past the freed ones: the smallest no stored row uses (taken once a growing
         // window has reused every freed slot).
         let mut in_use: Option<BTreeSet<u32>> = None;
         let mut candidate = 0u32;
-        let slots: Vec<u32> = slots
-            .into_iter()
-            .map(|slot| {
-                slot.or_else(|| freed.next()).unwrap_or_else(|| {
-                    let in_use = in_use.get_or_insert_with(|| self.window.slot_numbers.iter().copied().collect());
-                    // At most one step per stored or newly numbered row.
-                    while in_use.contains(&candidate) {
-                        candidate = candidate.saturating_add(1);
-                    }
-                    in_use.insert(candidate);
-                    candidate
-                })
-            })
-            .collect();
-        let trimmed: Vec<String> = freed.map(slot_identifier).collect();
-        let mut added = Vec::with_capacity(to_write.len());
-        let mut to_write = to_write.into_iter().peekable();
-        for (position, (at, snapshot)) in history.shared().enumerate() {
-            if to_write.next_if_eq(&position).is_some() {
-                added.push((
-                    slot_identifier(slots[position]),
-                    encode_snapshot(at, snapshot, compression_threshold)?,
-                ));
+        for (position, at, snapshot) in unplaced {
+            let slot = freed.next().unwrap_or_else(|| {
+                let in_use = in_use.get_or_insert_with(|| self.window.slot_numbers.iter().copied().collect());
+                // At most one step per stored or newly numbered row.
+                while in_use.contains(&candidate) {
+                    candidate = candidate.saturating_add(1);
+                }
+                in_use.insert(candidate);
+                candidate
+            });
+            if let Some(placeholder) = slots.get_mut(position) {
+                *placeholder = slot;
             }
+            added.push((
+                slot_identifier(slot),
+                encode_snapshot(at, snapshot, compression_threshold)?,
+            ));
         }
+        let trimmed: Vec<String> = freed.map(slot_identifier).collect();
         let all_slots = slots.clone();
         let all = move || {
             history
