@@ -337,8 +337,11 @@ pub(crate) fn decode_slot(text: &str) -> Result<(DateTime<Utc>, CollectedMetrics
     let state_type = StateType::CollectedMetrics;
     let (at, snapshot) = decode_envelope(state_type, text)?;
     let at = at.ok_or_else(|| serialization_error(state_type, "the window row names no instant (`at`)"))?;
-    let at = DateTime::parse_from_rfc3339(&at)
-        .map_err(|e| serialization_error(state_type, format!("bad instant `at` ({at:?}): {e}")))?;
+    let at = DateTime::parse_from_rfc3339(&at).map_err(|e| {
+        // The row's text, echoed in the error (and a log line): its first characters only.
+        let shown: String = at.chars().take(48).collect();
+        serialization_error(state_type, format!("bad instant `at` ({shown:?}): {e}"))
+    })?;
     Ok((at.with_timezone(&Utc), snapshot))
 }
 
@@ -597,7 +600,13 @@ mod tests {
         assert!(err.to_string().contains("names no instant"), "{err}");
         let err =
             decode_slot(r#"{"v":1,"at":"yesterday","state":{"vertexMetrics":{},"globalMetrics":{}}}"#).unwrap_err();
-        assert!(err.to_string().contains("bad instant"), "{err}");
+        assert!(err.to_string().contains("bad instant `at` (\"yesterday\")"), "{err}");
+        let long = format!(
+            r#"{{"v":1,"at":"{}","state":{{"vertexMetrics":{{}},"globalMetrics":{{}}}}}}"#,
+            "9".repeat(100_000)
+        );
+        let err = decode_slot(&long).unwrap_err().to_string();
+        assert!(err.len() < 300, "the instant is not echoed whole: {} bytes", err.len());
         let (at, _) = decode_slot(
             r#"{"v":1,"at":"2024-05-01T12:00:00.5+02:00","state":{"vertexMetrics":{},"globalMetrics":{}}}"#,
         )
