@@ -177,26 +177,24 @@ impl JobView {
                 window.index = Some(text);
                 continue;
             }
-            if let Some(slot) = slot_number(&identifier) {
-                match decode_slot(&text) {
-                    Ok((at, snapshot)) => {
-                        stored.push((at, slot));
+            // A window row: a slot, or (rewritten as slots by the next flush of the window, which
+            // deletes it) a row keyed by instant.
+            let window_row = if let Some(slot) = slot_number(&identifier) {
+                Some(decode_slot(&text).map(|(at, snapshot)| (at, Some(slot), snapshot)))
+            } else if let Some(at) = snapshot_instant(&identifier) {
+                instant_rows = true;
+                Some(decode_snapshot(&text).map(|snapshot| (at, None, snapshot)))
+            } else {
+                None
+            };
+            if let Some(read) = window_row {
+                match read {
+                    Ok((at, slot, snapshot)) => {
+                        if let Some(slot) = slot {
+                            stored.push((at, slot));
+                        }
                         snapshots.push((at, snapshot));
                     }
-                    // Dropped from the window; the next flush of the window rewrites it whole
-                    // (the index no longer matches what is cached), which deletes the row.
-                    Err(error) => {
-                        tracing::error!(job_key, state_type = %identifier, %error, "discarding a state row that cannot be read");
-                        unreadable_window_row = true;
-                    }
-                }
-                continue;
-            }
-            if let Some(at) = snapshot_instant(&identifier) {
-                // Rewritten as slot rows (and deleted) by the next flush of the window.
-                instant_rows = true;
-                match decode_snapshot(&text) {
-                    Ok(snapshot) => snapshots.push((at, snapshot)),
                     // Dropped from the window; the next flush of the window rewrites it whole
                     // (the index no longer matches what is cached), which deletes the row.
                     Err(error) => {
@@ -660,7 +658,7 @@ mod tests {
 
     #[test]
     fn slot_rows_read_back_in_time_order_with_their_slots() {
-        let index = ("collectedMetricsIndex".to_owned(), "i".to_owned());
+        let index = (WINDOW_INDEX.to_owned(), "i".to_owned());
         let rows = vec![slot_row(7, t(20)), slot_row(0, t(30)), slot_row(3, t(10)), index];
         let mut view = JobView::from_rows("job", rows);
         assert_eq!(view.window.slot_numbers, vec![3, 7, 0]);
@@ -703,7 +701,7 @@ mod tests {
         let rows = vec![
             instant_row,
             slot_row(0, t(20)),
-            ("collectedMetricsIndex".to_owned(), "i".to_owned()),
+            (WINDOW_INDEX.to_owned(), "i".to_owned()),
         ];
         let mut view = JobView::from_rows("job", rows);
         let Some(StateValue::CollectedMetrics(read)) = view.get(StateType::CollectedMetrics).cloned() else {
@@ -727,7 +725,7 @@ mod tests {
 
     #[test]
     fn a_second_row_naming_the_same_instant_is_trimmed_and_its_slot_reused() {
-        let index = ("collectedMetricsIndex".to_owned(), "i".to_owned());
+        let index = (WINDOW_INDEX.to_owned(), "i".to_owned());
         let rows = vec![slot_row(0, t(10)), slot_row(1, t(10)), slot_row(2, t(20)), index];
         let mut view = JobView::from_rows("job", rows);
         assert_eq!(view.window.slot_numbers, vec![0, 1, 2]);
@@ -852,7 +850,7 @@ mod tests {
         let rows = vec![
             slot_row(0, t(10)),
             ("collectedMetrics#1".to_owned(), r#"{"v":1,"state":{}}"#.to_owned()),
-            ("collectedMetricsIndex".to_owned(), "i".to_owned()),
+            (WINDOW_INDEX.to_owned(), "i".to_owned()),
         ];
         let view = JobView::from_rows("job", rows);
         assert_eq!(

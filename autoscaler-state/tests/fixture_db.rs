@@ -34,6 +34,15 @@ async fn state_types(url: &str, job_key: &str) -> Vec<String> {
     rows.into_iter().map(|(t,)| t).collect()
 }
 
+/// Opens the database at `url` as a restarted process would and checks each job's states.
+async fn assert_after_restart<const N: usize>(url: &str, jobs: [(&Ctx, &Sample); N]) {
+    let store = AnyStateStore::open(url).await.unwrap();
+    for (c, s) in jobs {
+        assert_all(&store, c, s).await;
+    }
+    store.close().await;
+}
+
 #[tokio::test]
 async fn a_database_of_the_earlier_release_loads_and_migrates_its_window() {
     let run = async {
@@ -68,11 +77,8 @@ async fn a_database_of_the_earlier_release_loads_and_migrates_its_window() {
         assert_eq!(snapshot_rows, 401);
 
         // A restarted process reads the migrated window and the untouched job as they were.
-        let store = AnyStateStore::open(&url).await.unwrap();
-        assert_all(&store, &c, &s).await;
         let (small, small_sample) = fixture_jobs().remove(0);
-        assert_all(&store, &small, &small_sample).await;
-        store.close().await;
+        assert_after_restart(&url, [(&c, &s), (&small, &small_sample)]).await;
     };
     tokio::time::timeout(std::time::Duration::from_secs(60), run)
         .await
@@ -130,11 +136,8 @@ async fn a_database_with_snapshot_rows_keyed_by_instant_loads_and_moves_to_slots
         assert_eq!(instant_rows(&state_types(&url, "rows-small").await), 3);
 
         // A restarted process reads the moved window and the untouched job as they were.
-        let store = AnyStateStore::open(&url).await.unwrap();
-        assert_all(&store, &c, &s).await;
         let (small, small_sample) = rows_fixture_jobs().remove(0);
-        assert_all(&store, &small, &small_sample).await;
-        store.close().await;
+        assert_after_restart(&url, [(&c, &s), (&small, &small_sample)]).await;
     };
     tokio::time::timeout(std::time::Duration::from_secs(60), run)
         .await
