@@ -225,7 +225,7 @@ struct JobConfigurations(Arc<Mutex<KeptConfigurations>>);
 /// What [`JobConfigurations`] keeps.
 #[derive(Debug, Default)]
 struct KeptConfigurations {
-    units: HashMap<String, UnitConfigurations>,
+    units: foldhash::HashMap<String, UnitConfigurations>,
     /// One copy of each distinct configuration the kept jobs hold (their own, and merged over the
     /// base), which equal ones share: a session cluster answers every job's `jobmanager/config`
     /// with the JobManager's configuration, so its jobs would otherwise keep one copy each (about
@@ -247,7 +247,7 @@ impl KeptConfigurations {
 }
 
 /// Per job id of one unit: the job's start time and its own configuration.
-type UnitConfigurations = HashMap<String, JobConfiguration>;
+type UnitConfigurations = foldhash::HashMap<String, JobConfiguration>;
 
 /// A job's own configuration, and the last merge of it over a base configuration.
 #[derive(Debug, Clone)]
@@ -538,7 +538,7 @@ async fn fetch_cluster(
     let overview = client.jobs_overview().await.map_err(|e| e.to_string())?;
     let fetcher = FlinkClusterJobListFetcher::new(client);
     let mut jobs = Vec::new();
-    let mut configurations = HashMap::new();
+    let mut configurations = UnitConfigurations::default();
     for job in overview.jobs.iter().filter(|j| source.selection.selects(&j.name)) {
         let labels = JobLabels {
             job_key: format!("{key_prefix}/{}", job.jid),

@@ -247,6 +247,27 @@ async fn the_topology_of_an_unchanged_job_is_handed_out_again_until_cleanup() {
 }
 
 #[tokio::test]
+async fn a_job_key_given_a_new_job_id_is_asked_under_the_new_id() {
+    let server = MockServer::start().await;
+    mount_job(&server).await;
+    let collector = RestMetricsCollector::<String>::new();
+    let mut ctx = ctx(client(&server), Configuration::new());
+    collector
+        .collect(&ctx, &opts(&ctx), stable_now())
+        .await
+        .expect("collected");
+    // The job was resubmitted under a new id, which the mock does not know.
+    let other = "00000000000000000000000000000001";
+    ctx.job_id = Some(other.to_owned());
+    let refused = collector
+        .collect(&ctx, &opts(&ctx), stable_now() + TimeDelta::seconds(10))
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(requests_to(&server, &format!("/jobs/{other}"), true).await, 1);
+    assert_eq!(requests_to(&server, &format!("/jobs/{JOB}"), true).await, 1);
+}
+
+#[tokio::test]
 async fn missing_required_metric_is_not_ready_while_stabilizing_and_an_error_after() {
     let server = MockServer::start().await;
     // A source that does not report backPressuredTimeMsPerSecond (yet).

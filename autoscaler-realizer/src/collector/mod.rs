@@ -32,7 +32,7 @@ mod names;
 
 use crate::context::FlinkRestContext;
 use crate::rest::{
-    AggregatedMetricValue, Aggregation, FlinkRestClient, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView,
+    AggregatedMetricValueView, Aggregation, FlinkRestClient, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView,
     PreparedRequest, RestError,
 };
 use async_trait::async_trait;
@@ -40,7 +40,9 @@ use autoscaler_core::{
     CollectError, CollectedJobMetrics, JobAutoScalerContext, MetricsCollector, MetricsSnapshot,
     config::AutoScalerOptions,
 };
-use autoscaler_metrics::collection::{FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics};
+use autoscaler_metrics::collection::{
+    AggregatedMetric, FlinkMetric, FlinkMetrics, IoMetrics, RawJobMetrics, TaskSlotMetrics,
+};
 use autoscaler_metrics::time::add_saturating;
 use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSpec};
 use chrono::TimeDelta;
@@ -85,22 +87,30 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 ///     Arc::new(RestMetricsCollector::<String>::new());
 /// # let _ = collector;
 /// ```
+///
+/// Its maps hash with foldhash (seeded per process): each is looked up once or more per job and
+/// cycle, where SipHash costs more than the rest of a lookup.
 #[derive(Debug)]
 pub struct RestMetricsCollector<K> {
     /// Shared with the cycles reading it: a cycle clones the `Arc`, and one that changes the names
     /// replaces it.
-    metric_names: Mutex<HashMap<K, Arc<JobMetricNames>>>,
+    metric_names: Mutex<FoldMap<K, Arc<JobMetricNames>>>,
     /// One copy of each distinct set of names asked of a vertex, shared by every vertex (of any
     /// job) that asks the same: a job's operators mostly report the same metrics, and so do the
     /// jobs of one fleet.
     queries: Mutex<SharedQueries>,
-    source_listings: Mutex<HashMap<K, BTreeMap<VertexId, SourceListing>>>,
-    clusters: Mutex<HashMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
-    running_since: Mutex<HashMap<K, DateTime<Utc>>>,
+    source_listings: Mutex<FoldMap<K, BTreeMap<VertexId, SourceListing>>>,
+    clusters: Mutex<FoldMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
+    running_since: Mutex<FoldMap<K, DateTime<Utc>>>,
     /// The topology each job's last collection handed out, handed out again while the job details
     /// describe the same graph ([`describes`]).
-    topologies: Mutex<HashMap<K, JobTopology>>,
+    topologies: Mutex<FoldMap<K, JobTopology>>,
+    /// Each job's request of its details, built once, with the job id it was built for.
+    details_requests: Mutex<FoldMap<K, Arc<(String, PreparedRequest)>>>,
 }
+
+/// A map hashed with foldhash.
+type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The names to query per vertex of one job.
 type JobMetricNames = BTreeMap<VertexId, CachedVertexNames>;
@@ -209,12 +219,13 @@ struct ClusterMetrics {
 impl<K> Default for RestMetricsCollector<K> {
     fn default() -> Self {
         Self {
-            metric_names: Mutex::new(HashMap::new()),
+            metric_names: Mutex::new(FoldMap::default()),
             queries: Mutex::new(SharedQueries::default()),
-            source_listings: Mutex::new(HashMap::new()),
-            clusters: Mutex::new(HashMap::new()),
-            running_since: Mutex::new(HashMap::new()),
-            topologies: Mutex::new(HashMap::new()),
+            source_listings: Mutex::new(FoldMap::default()),
+            clusters: Mutex::new(FoldMap::default()),
+            running_since: Mutex::new(FoldMap::default()),
+            topologies: Mutex::new(FoldMap::default()),
+            details_requests: Mutex::new(FoldMap::default()),
         }
     }
 }
@@ -242,6 +253,26 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
         lock(&self.source_listings).remove(job_key);
         lock(&self.running_since).remove(job_key);
         lock(&self.topologies).remove(job_key);
+        lock(&self.details_requests).remove(job_key);
+    }
+
+    /// The request of the job's details: the one built for this job id on this client, else a new
+    /// one, kept.
+    fn details_request(
+        &self,
+        job_key: &K,
+        client: &FlinkRestClient,
+        job_id: &str,
+    ) -> Result<Arc<(String, PreparedRequest)>, RestError> {
+        if let Some(kept) = lock(&self.details_requests).get(job_key)
+            && kept.0 == job_id
+            && client.prepared_here(&kept.1)
+        {
+            return Ok(Arc::clone(kept));
+        }
+        let built = Arc::new((job_id.to_owned(), client.job_details_request(job_id)?));
+        insert(&mut lock(&self.details_requests), job_key, Arc::clone(&built));
+        Ok(built)
     }
 
     /// The shared metrics of the cluster `client` talks to.
@@ -385,11 +416,14 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
     ) -> Result<BTreeMap<VertexId, FlinkMetrics>, CollectError> {
         let mut out = BTreeMap::new();
         for (vertex, cached) in names {
-            let values = if cached.query.query.is_empty() {
+            // The answer's body, which the values read below borrow their names from.
+            let mut body = Vec::new();
+            let values: Vec<AggregatedMetricValueView<'_>> = if cached.query.query.is_empty() {
                 // Asks nothing (once the ids are checked).
                 client
                     .vertex_aggregated_metrics(job_id, vertex.as_str(), &[], &[])
                     .await
+                    .map(|_| Vec::new())
             } else {
                 // The request built for this job on this client, else a new one (kept if none was).
                 let built;
@@ -403,7 +437,7 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                         &built
                     }
                 };
-                client.get_prepared(request).await
+                client.get_into(request, &mut body).await
             }
             .map_err(failed)?;
             if values.is_empty() && !cached.names().is_empty() {
@@ -415,7 +449,10 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                 lock(&self.metric_names).remove(job_key);
                 lock(&self.source_listings).remove(job_key);
             }
-            out.insert(vertex.clone(), merge_by_metric(cached.names(), &values));
+            out.insert(
+                vertex.clone(),
+                merge_by_metric(cached.names(), values.iter().map(|v| (&*v.id, v.aggregates()))),
+            );
         }
         Ok(out)
     }
@@ -484,8 +521,11 @@ where
 
         // The details (and the plan, if fetched apart) borrow their strings from these.
         let (mut details_body, mut plan_body) = (Vec::new(), Vec::new());
+        let request = self
+            .details_request(job_key, client, job_id)
+            .map_err(|e| job_error(job_id, e))?;
         let details = client
-            .job_details_view(job_id, &mut details_body)
+            .job_details_view(&request.1, &mut details_body)
             .await
             .map_err(|e| job_error(job_id, e))?;
         let running_since = details.running_since().ok_or_else(|| {
@@ -683,13 +723,15 @@ async fn list_metric_names(
 }
 
 /// Groups the answer by kind, merging several names of one kind.
-fn merge_by_metric(names: &VertexMetricNames, values: &[AggregatedMetricValue]) -> FlinkMetrics {
+fn merge_by_metric<'v>(
+    names: &VertexMetricNames,
+    values: impl IntoIterator<Item = (&'v str, AggregatedMetric)>,
+) -> FlinkMetrics {
     let mut out = FlinkMetrics::new();
-    for value in values {
-        let Some(&metric) = names.get(&value.id) else {
+    for (id, aggregates) in values {
+        let Some(&metric) = names.get(id) else {
             continue;
         };
-        let aggregates = value.aggregates();
         out.entry(metric)
             .and_modify(|m| *m = m.merge(&aggregates))
             .or_insert(aggregates);
@@ -707,7 +749,10 @@ async fn query_task_manager_metrics(
         .taskmanagers_aggregated_metrics(&names, &[Aggregation::Min, Aggregation::Max, Aggregation::Avg])
         .await
         .map_err(failed)?;
-    Ok(merge_by_metric(&kinds, &values))
+    Ok(merge_by_metric(
+        &kinds,
+        values.iter().map(|v| (v.id.as_str(), v.aggregates())),
+    ))
 }
 
 /// `taskSlotsTotal` and `taskSlotsAvailable`; `None` when either is missing or not a number (the
@@ -744,7 +789,7 @@ fn job_error(job_id: &str, e: RestError) -> CollectError {
 }
 
 /// Sets `map[key]` to `value` (cloning the key only when it is new); the previous value.
-fn insert<K: Eq + Hash + Clone, V>(map: &mut HashMap<K, V>, key: &K, value: V) -> Option<V> {
+fn insert<K: Eq + Hash + Clone, V>(map: &mut FoldMap<K, V>, key: &K, value: V) -> Option<V> {
     match map.get_mut(key) {
         Some(slot) => Some(std::mem::replace(slot, value)),
         None => map.insert(key.clone(), value),

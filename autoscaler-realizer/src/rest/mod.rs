@@ -20,7 +20,7 @@ pub use model::{
     JobResourceRequirements, JobStatusInfo, JobVertexDetails, JobsOverview, MetricName, MetricValue, ParallelismBounds,
     PlanInput, PlanNode, TaskCounts, VertexIoMetrics, VertexResourceRequirements,
 };
-pub(crate) use model::{JobDetailsView, JobPlanView, JobVertexView, PlanNodeView};
+pub(crate) use model::{AggregatedMetricValueView, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView};
 
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
@@ -317,18 +317,19 @@ impl FlinkRestClient {
     }
 
     /// [`Self::job_details`] read in place: the answer is kept in `body` and the view borrows its
-    /// strings from there (the collector's reading, every cycle). The same request, retries, request
+    /// strings from there (the collector's reading, every cycle). The same request (`request` is
+    /// [`Self::job_details_request`]'s, which the collector keeps per job), retries, request
     /// metrics and errors.
     pub(crate) async fn job_details_view<'b>(
         &self,
-        job_id: &str,
+        request: &PreparedRequest,
         body: &'b mut Vec<u8>,
     ) -> Result<JobDetailsView<'b>, RestError> {
-        self.get_into(&self.job_details_request(job_id)?, body).await
+        self.get_into(request, body).await
     }
 
     /// The request of `GET /jobs/{jobid}`.
-    fn job_details_request(&self, job_id: &str) -> Result<PreparedRequest, RestError> {
+    pub(crate) fn job_details_request(&self, job_id: &str) -> Result<PreparedRequest, RestError> {
         let path = self.path(&[Part::Literal("jobs/"), Part::Id("job id", job_id)])?;
         Ok(self.prepare("/jobs/:jobid", &path, ""))
     }
@@ -601,7 +602,7 @@ impl FlinkRestClient {
     /// decode it into a `T`, which may borrow from it. Each attempt is one request of the request
     /// metrics; the one that answered is observed once its body is decoded, with the decode error
     /// if there is one.
-    async fn get_into<'b, T: Deserialize<'b>>(
+    pub(crate) async fn get_into<'b, T: Deserialize<'b>>(
         &self,
         request: &PreparedRequest,
         body: &'b mut Vec<u8>,
@@ -950,7 +951,10 @@ mod tests {
                     decodes_as_bytes::<model::JobDetailsView<'_>>(&body)?;
                 }
                 1 => decodes_as_bytes::<JobsOverview>(&body)?,
-                2 => decodes_as_bytes::<Vec<AggregatedMetricValue>>(&body)?,
+                2 => {
+                    decodes_as_bytes::<Vec<AggregatedMetricValue>>(&body)?;
+                    decodes_as_bytes::<Vec<model::AggregatedMetricValueView<'_>>>(&body)?;
+                }
                 _ => decodes_as_bytes::<model::JobPlanResponseView<'_>>(&body)?,
             }
         }
@@ -1191,7 +1195,11 @@ mod tests {
             for job in ["truncated", "mistyped", "gone"] {
                 let owned = client.job_details(job).await.expect_err("refused");
                 let mut body = Vec::new();
-                let view = client.job_details_view(job, &mut body).await.expect_err("refused");
+                let view = match client.job_details_request(job) {
+                    Ok(request) => client.job_details_view(&request, &mut body).await.map(|_| ()),
+                    Err(e) => Err(e),
+                }
+                .expect_err("refused");
                 assert_eq!(view.kind(), owned.kind(), "{job}");
                 assert_eq!(view.to_string(), owned.to_string(), "{job}");
                 assert_eq!(view.is_job_not_found(), owned.is_job_not_found(), "{job}");
@@ -1203,8 +1211,9 @@ mod tests {
             assert_eq!(view.to_string(), owned.to_string());
 
             let mut body = Vec::new();
+            let request = client.job_details_request("flaky").expect("a valid id");
             let flaky = client
-                .job_details_view("flaky", &mut body)
+                .job_details_view(&request, &mut body)
                 .await
                 .expect("the retry answers");
             assert_eq!(flaky.running_since().map(|t| t.timestamp_millis()), Some(5));

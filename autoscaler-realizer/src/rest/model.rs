@@ -8,8 +8,8 @@
 mod view;
 
 pub(crate) use view::{
-    JobDetails as JobDetailsView, JobPlan as JobPlanView, JobPlanResponse as JobPlanResponseView,
-    JobVertexDetails as JobVertexView, PlanNode as PlanNodeView,
+    AggregatedMetricValue as AggregatedMetricValueView, JobDetails as JobDetailsView, JobPlan as JobPlanView,
+    JobPlanResponse as JobPlanResponseView, JobVertexDetails as JobVertexView, PlanNode as PlanNodeView,
 };
 
 use autoscaler_core::JobStatus;
@@ -295,25 +295,39 @@ pub struct MetricName {
 
 /// One aggregated metric (`GET .../subtasks/metrics?get=...`, `GET /taskmanagers/metrics?get=...`).
 /// Aggregates Flink did not send are NaN.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+///
+/// It reads exactly as its borrowed reading (`AggregatedMetricValueView`, which the collector reads
+/// every cycle without copying the name) and is that reading with the name owned: the rules of
+/// each field live there, once.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AggregatedMetricValue {
     /// The metric name.
     pub id: String,
     /// Smallest value.
-    #[serde(default = "nan", deserialize_with = "lenient_f64")]
     pub min: f64,
     /// Largest value.
-    #[serde(default = "nan", deserialize_with = "lenient_f64")]
     pub max: f64,
     /// Mean.
-    #[serde(default = "nan", deserialize_with = "lenient_f64")]
     pub avg: f64,
     /// Sum.
-    #[serde(default = "nan", deserialize_with = "lenient_f64")]
     pub sum: f64,
     /// Skew.
-    #[serde(default = "nan", deserialize_with = "lenient_f64")]
     pub skew: f64,
+}
+
+impl<'de> Deserialize<'de> for AggregatedMetricValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let view = AggregatedMetricValueView::deserialize(d)?;
+        let aggregates = view.aggregates();
+        Ok(Self {
+            id: view.id.into_owned(),
+            min: aggregates.min,
+            max: aggregates.max,
+            avg: aggregates.avg,
+            sum: aggregates.sum,
+            skew: aggregates.skew,
+        })
+    }
 }
 
 impl AggregatedMetricValue {

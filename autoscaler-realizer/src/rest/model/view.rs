@@ -10,13 +10,51 @@
 //! A field the collector does not read is still checked as the owned model checks it
 //! ([`CheckedStr`], [`Checked`]), not skipped: a body the owned model refuses must not pass here.
 
-use super::{RUNNING_TIMESTAMP, VertexIoMetrics, is_finished, running_since, vertex_by_id};
+use super::{RUNNING_TIMESTAMP, VertexIoMetrics, is_finished, lenient_f64, nan, running_since, vertex_by_id};
+use autoscaler_metrics::collection::AggregatedMetric;
 use chrono::{DateTime, Utc};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, de::DeserializeOwned};
 use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
+
+/// [`super::AggregatedMetricValue`] with its name borrowed from the body (owned only when it had
+/// escapes to undo). The owned type reads through this one, so both accept exactly the same bodies.
+#[derive(Debug, Deserialize)]
+pub(crate) struct AggregatedMetricValue<'a> {
+    /// The metric name.
+    #[serde(borrow)]
+    pub(crate) id: Cow<'a, str>,
+    /// Smallest value.
+    #[serde(default = "nan", deserialize_with = "lenient_f64")]
+    min: f64,
+    /// Largest value.
+    #[serde(default = "nan", deserialize_with = "lenient_f64")]
+    max: f64,
+    /// Mean.
+    #[serde(default = "nan", deserialize_with = "lenient_f64")]
+    avg: f64,
+    /// Sum.
+    #[serde(default = "nan", deserialize_with = "lenient_f64")]
+    sum: f64,
+    /// Skew.
+    #[serde(default = "nan", deserialize_with = "lenient_f64")]
+    skew: f64,
+}
+
+impl AggregatedMetricValue<'_> {
+    /// The aggregates without the name.
+    pub(crate) fn aggregates(&self) -> AggregatedMetric {
+        AggregatedMetric {
+            min: self.min,
+            max: self.max,
+            avg: self.avg,
+            sum: self.sum,
+            skew: self.skew,
+        }
+    }
+}
 
 /// [`super::JobDetails`] borrowed from the body of `GET /jobs/{jobid}`.
 #[derive(Debug, Deserialize)]
@@ -350,6 +388,43 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         assert_eq!(view.plan.nodes.len(), 4);
+    }
+
+    #[test]
+    fn aggregated_metrics_borrow_their_names_and_read_as_the_owned_values() {
+        let body = include_str!("../../../tests/fixtures/vertex-subtask-metrics-agg.json");
+        let owned: Vec<owned::AggregatedMetricValue> = serde_json::from_str(body).expect("the recorded answer parses");
+        let view: Vec<AggregatedMetricValue<'_>> = serde_json::from_str(body).expect("the view parses");
+        assert!(!view.is_empty());
+        assert_eq!(owned.len(), view.len());
+        for (owned, view) in owned.iter().zip(&view) {
+            assert!(matches!(view.id, Cow::Borrowed(_)), "{:?}", view.id);
+            assert_eq!(owned.id, view.id);
+            assert_eq!(format!("{:?}", owned.aggregates()), format!("{:?}", view.aggregates()));
+        }
+        // A name with escapes is owned, unescaped; what Flink did not send is NaN; a numeric
+        // string and null read as the owned model reads them.
+        let body = r#"[{"id":"a\u002eb","max":"12.5","sum":null},{"id":"c","min":1,"avg":2,"skew":3}]"#;
+        let view: Vec<AggregatedMetricValue<'_>> = serde_json::from_str(body).expect("parses");
+        assert!(matches!(&view[0].id, Cow::Owned(id) if id == "a.b"));
+        let first = view[0].aggregates();
+        assert_eq!(first.max, 12.5);
+        assert!(first.min.is_nan() && first.avg.is_nan() && first.sum.is_nan() && first.skew.is_nan());
+        let second = view[1].aggregates();
+        assert_eq!((second.min, second.avg, second.skew), (1.0, 2.0, 3.0));
+        let owned: Vec<owned::AggregatedMetricValue> = serde_json::from_str(body).expect("parses");
+        assert_eq!(owned[0].id, "a.b");
+        for body in [
+            r#"[{"id":"a","max":true}]"#,
+            r#"[{"max":1}]"#,
+            r#"[{"id":5}]"#,
+            r#"{"id":"a"}"#,
+        ] {
+            let owned = serde_json::from_str::<Vec<owned::AggregatedMetricValue>>(body).map_err(|e| e.to_string());
+            let view = serde_json::from_str::<Vec<AggregatedMetricValue<'_>>>(body).map_err(|e| e.to_string());
+            assert!(owned.is_err(), "{body}");
+            assert_eq!(owned.map(|_| ()), view.map(|_| ()), "{body}");
+        }
     }
 
     #[test]
