@@ -67,6 +67,14 @@ where
         let _ = (ctx, record);
     }
 
+    /// [`handle_decision_record`](Self::handle_decision_record) with the record given away, which
+    /// is how the cycle hands it over: a handler that keeps records (a status board, a queue)
+    /// overrides this one to keep it without a copy. By default it lends the record to
+    /// `handle_decision_record`.
+    async fn take_decision_record(&self, ctx: &Ctx, record: DecisionRecord) {
+        self.handle_decision_record(ctx, &record).await;
+    }
+
     /// Whether [`handle_decision_record`](Self::handle_decision_record) does anything with the
     /// records. When `false`, the cycle skips building them (the true-processing-rate estimates,
     /// and the root-cause analysis of the window unless a scaling report needs its line) and never
@@ -91,5 +99,40 @@ where
             Some(report.interval),
         )
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AutoScalerOptions, Configuration};
+    use crate::context::BasicJobContext;
+    use std::sync::Mutex;
+
+    type Ctx = BasicJobContext<String, ()>;
+
+    /// Keeps the reasons of the records lent to it.
+    #[derive(Default)]
+    struct Lent(Mutex<Vec<Option<String>>>);
+
+    #[async_trait]
+    impl AutoScalerEventHandler<String, Ctx> for Lent {
+        async fn handle_event(&self, _: &Ctx, _: EventType, _: &str, _: &str, _: Option<&str>, _: Option<Duration>) {}
+
+        async fn handle_decision_record(&self, _: &Ctx, record: &DecisionRecord) {
+            self.0.lock().expect("not poisoned").push(record.reason.clone());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_record_given_away_is_lent_to_handle_decision_record_by_default() {
+        let handler = Lent::default();
+        let ctx = BasicJobContext::new("job".to_owned(), Configuration::new(), ());
+        let options = AutoScalerOptions::default();
+        let record = crate::cycle::not_ready_record(chrono::DateTime::UNIX_EPOCH, None, &options, "warming up");
+        let reason = record.reason.clone();
+        assert!(reason.is_some());
+        handler.take_decision_record(&ctx, record).await;
+        assert_eq!(*handler.0.lock().expect("not poisoned"), vec![reason]);
     }
 }

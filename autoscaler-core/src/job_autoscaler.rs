@@ -45,32 +45,65 @@ pub struct JobAutoScalerImpl<K, Ctx> {
 /// configuration, and a job keeps its configuration for many cycles: a cycle parses only a
 /// configuration it has not seen (at most [`OptionsCache::CAPACITY`] are kept).
 ///
-/// Looking a configuration up hashes all of its entries every cycle, so the map uses foldhash
-/// (seeded per process), which is cheaper than the standard SipHash on these string keys.
+/// Looking a configuration up by its entries hashes all of them, so a configuration seen before is
+/// first looked up by the address of its shared entries (a clone of one seen shares them), and only
+/// then by its entries. Both maps use foldhash (seeded per process), which is cheaper than the
+/// standard SipHash on these keys.
 #[derive(Default)]
 struct OptionsCache {
-    parsed: std::sync::Mutex<
-        std::collections::HashMap<crate::config::Configuration, Arc<AutoScalerOptions>, foldhash::fast::RandomState>,
-    >,
+    maps: std::sync::Mutex<OptionsMaps>,
+}
+
+type FoldMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+#[derive(Default)]
+struct OptionsMaps {
+    /// By entries.
+    parsed: FoldMap<crate::config::Configuration, Arc<AutoScalerOptions>>,
+    /// By [`crate::config::Configuration::entries_address`], with the configuration kept (so the
+    /// address stays its own) to check that it still shares them.
+    by_address: FoldMap<usize, (crate::config::Configuration, Arc<AutoScalerOptions>)>,
 }
 
 impl OptionsCache {
-    /// Configurations kept; the cache starts over when full.
+    /// Configurations kept per map; a map starts over when full.
     const CAPACITY: usize = 4096;
 
     /// [`AutoScalerOptions::from_configuration`] of `conf`, parsed once.
     fn get(&self, conf: &crate::config::Configuration) -> Result<Arc<AutoScalerOptions>, crate::config::OptionsError> {
-        let lock = || self.parsed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(options) = lock().get(conf) {
-            return Ok(Arc::clone(options));
+        let lock = || self.maps.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let address = conf.entries_address();
+        {
+            let mut maps = lock();
+            if let Some((kept, options)) = maps.by_address.get(&address)
+                && kept.shares_entries_with(conf)
+            {
+                return Ok(Arc::clone(options));
+            }
+            if let Some(options) = maps.parsed.get(conf).map(Arc::clone) {
+                Self::remember(&mut maps.by_address, conf, &options);
+                return Ok(options);
+            }
         }
         let options = Arc::new(AutoScalerOptions::from_configuration(conf)?);
-        let mut parsed = lock();
-        if parsed.len() >= Self::CAPACITY {
-            parsed.clear();
+        let mut maps = lock();
+        if maps.parsed.len() >= Self::CAPACITY {
+            maps.parsed.clear();
         }
-        parsed.insert(conf.clone(), Arc::clone(&options));
+        maps.parsed.insert(conf.clone(), Arc::clone(&options));
+        Self::remember(&mut maps.by_address, conf, &options);
         Ok(options)
+    }
+
+    fn remember(
+        by_address: &mut FoldMap<usize, (crate::config::Configuration, Arc<AutoScalerOptions>)>,
+        conf: &crate::config::Configuration,
+        options: &Arc<AutoScalerOptions>,
+    ) {
+        if by_address.len() >= Self::CAPACITY {
+            by_address.clear();
+        }
+        by_address.insert(conf.entries_address(), (conf.clone(), Arc::clone(options)));
     }
 }
 
@@ -222,7 +255,7 @@ where
             Err(CollectError::NotReady(reason)) => {
                 if records {
                     let record = cycle::not_ready_record(now, None, options, &reason);
-                    self.event_handler.handle_decision_record(ctx, &record).await;
+                    self.event_handler.take_decision_record(ctx, record).await;
                 }
                 return Ok(CycleOutcome::NotReady(reason));
             }
@@ -250,7 +283,7 @@ where
             explain: false,
             job: None,
         };
-        let result = cycle::run(&mut state, input, &plugins);
+        let mut result = cycle::run(&mut state, input, &plugins);
         end.excluded.clone_from(&result.excluded);
         if let Some(evaluated) = state
             .evaluated_metrics
@@ -284,8 +317,8 @@ where
                 reporter.increment_counter("balanced");
             }
         }
-        if let Some(record) = &result.record {
-            self.event_handler.handle_decision_record(ctx, record).await;
+        if let Some(record) = result.record.take() {
+            self.event_handler.take_decision_record(ctx, record).await;
         }
         match result.outcome {
             CycleOutcome::Failed { step, message } => Err(AutoscalerError::Cycle {
@@ -473,6 +506,52 @@ where
         // As the reference, a failed cleanup is logged only: the job is gone either way.
         if let Err(error) = self.state_store.remove_job(job_key).await {
             tracing::warn!(%error, "could not remove the state of a job that disappeared");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Configuration;
+
+    const TARGET: &str = "job.autoscaler.utilization.target";
+
+    #[test]
+    fn options_are_parsed_once_per_configuration_and_follow_its_changes() {
+        let cache = OptionsCache::default();
+        let conf = Configuration::from_iter([(TARGET, "0.6")]);
+        let first = cache.get(&conf).expect("valid");
+        assert_eq!(first.utilization_target, 0.6);
+        // A clone shares the entries: found by their address.
+        assert!(Arc::ptr_eq(&first, &cache.get(&conf.clone()).expect("valid")));
+        // Equal entries built apart: found by the entries, and from then on by their address too.
+        let apart = Configuration::from_iter([(TARGET, "0.6")]);
+        assert!(Arc::ptr_eq(&first, &cache.get(&apart).expect("valid")));
+        assert!(Arc::ptr_eq(&first, &cache.get(&apart).expect("valid")));
+        // A changed clone no longer shares the entries: its own options.
+        let mut changed = conf.clone();
+        changed.set(TARGET, "0.8");
+        assert_eq!(cache.get(&changed).expect("valid").utilization_target, 0.8);
+        assert_eq!(cache.get(&conf).expect("valid").utilization_target, 0.6);
+        // Invalid options are an error every time, never kept.
+        let invalid = Configuration::from_iter([(TARGET, "not a number")]);
+        assert!(cache.get(&invalid).is_err() && cache.get(&invalid).is_err());
+        let maps = cache.maps.lock().expect("not poisoned");
+        assert_eq!((maps.parsed.len(), maps.by_address.len()), (2, 3));
+    }
+
+    #[test]
+    fn configurations_dropped_in_turn_past_the_capacity_each_read_their_own_options() {
+        let cache = OptionsCache::default();
+        // A kept configuration keeps its address; once a full map starts over, the addresses of
+        // the configurations dropped meanwhile are free for new ones, which must not find the old
+        // options.
+        for i in 0..OptionsCache::CAPACITY + 500 {
+            let target = format!("0.{}", 1 + i % 9);
+            let conf = Configuration::from_iter([(TARGET, target.as_str())]);
+            let options = cache.get(&conf).expect("valid");
+            assert_eq!(options.utilization_target, target.parse::<f64>().expect("a number"));
         }
     }
 }

@@ -45,7 +45,6 @@ use crate::event::AutoScalerEventHandler;
 use crate::job_autoscaler::AUTOSCALER_ERROR_REASON;
 use crate::model::event::EventType;
 use crate::ownership::{JobOwnership, Ownership, OwnershipStats};
-use std::collections::{HashMap, HashSet};
 use std::fmt::{Debug, Display};
 use std::future::Future;
 use std::hash::Hash;
@@ -204,11 +203,11 @@ pub struct StandaloneAutoscaler<K, Ctx> {
     permits: Arc<Semaphore>,
     tasks: JoinSet<()>,
     /// The job behind every task in `tasks`, so a finished (or panicked) task can be matched.
-    task_jobs: HashMap<TaskId, Arc<Ctx>>,
+    task_jobs: foldhash::HashMap<TaskId, Arc<Ctx>>,
     /// Keys with a scale in flight (the reference's `scalingJobKeys`).
-    in_flight: HashSet<K>,
+    in_flight: foldhash::HashSet<K>,
     /// Keys of the last successful fetch (the reference's `lastScaling`).
-    last_seen: HashSet<K>,
+    last_seen: foldhash::HashSet<K>,
     /// Which jobs this replica owns, when several replicas share the jobs.
     owners: Option<Owners<K>>,
 }
@@ -247,9 +246,9 @@ where
             permits: Arc::new(Semaphore::new(options.parallelism.get())),
             options,
             tasks: JoinSet::new(),
-            task_jobs: HashMap::new(),
-            in_flight: HashSet::new(),
-            last_seen: HashSet::new(),
+            task_jobs: foldhash::HashMap::default(),
+            in_flight: foldhash::HashSet::default(),
+            last_seen: foldhash::HashSet::default(),
             owners: None,
         }
     }
@@ -284,7 +283,7 @@ where
                 candidates: std::sync::Mutex::new(None),
                 rounds: tokio::sync::Mutex::new(()),
             }),
-            dispatched_epochs: HashMap::new(),
+            dispatched_epochs: foldhash::HashMap::default(),
         });
         self
     }
@@ -432,7 +431,7 @@ where
             }
         };
         let mut report = CycleReport::default();
-        let current: HashSet<K> = jobs.iter().map(|ctx| ctx.job_key().clone()).collect();
+        let current: foldhash::HashSet<K> = jobs.iter().map(|ctx| ctx.job_key().clone()).collect();
 
         // §4.1 step 2: jobs of the previous list missing from this one are cleaned up now, or
         // when their scale in flight finishes.
@@ -638,7 +637,7 @@ where
 struct Owners<K> {
     shared: Arc<SharedOwnership<K>>,
     /// The epoch each owned job last had a cycle under: a new one drops the autoscaler's cache.
-    dispatched_epochs: HashMap<K, u64>,
+    dispatched_epochs: foldhash::HashMap<K, u64>,
 }
 
 /// What the loop, its lease keeper task and its scale tasks share.
@@ -892,6 +891,7 @@ mod tests {
     use crate::ownership::{JobLease, OwnershipError};
     use async_trait::async_trait;
     use std::collections::BTreeMap;
+    use std::collections::{HashMap, HashSet};
     use std::sync::Mutex;
     use tokio::time::Instant;
 

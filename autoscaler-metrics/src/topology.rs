@@ -302,6 +302,23 @@ struct Graph {
     id_rank: Vec<usize>,
 }
 
+impl JobTopology {
+    /// Whether `other` is a clone of this topology (the same shared graph), without comparing
+    /// the graphs: a cheap "unchanged" check for a caller that keeps the last topology it saw.
+    /// Equal topologies built apart are not clones ([`PartialEq`] compares them).
+    ///
+    /// ```
+    /// use autoscaler_metrics::{JobTopology, VertexSpec};
+    /// let build = || JobTopology::new(vec![VertexSpec::new("a", 1, 128)], vec![]).expect("valid");
+    /// let (topology, rebuilt) = (build(), build());
+    /// assert!(topology.shares_graph_with(&topology.clone()));
+    /// assert!(!topology.shares_graph_with(&rebuilt) && topology == rebuilt);
+    /// ```
+    pub fn shares_graph_with(&self, other: &JobTopology) -> bool {
+        std::sync::Arc::ptr_eq(&self.graph, &other.graph)
+    }
+}
+
 impl PartialEq for JobTopology {
     fn eq(&self, other: &Self) -> bool {
         std::sync::Arc::ptr_eq(&self.graph, &other.graph) || self.graph == other.graph

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use autoscaler_core::{
     HaOptions, JobLease, JobOwnership, Ownership, OwnershipError, StateError, StateResult, rendezvous_winner,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Display;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,7 +22,8 @@ const FORGET_REPLICAS_AFTER: Duration = Duration::from_secs(24 * 3600);
 #[derive(Debug)]
 pub(crate) struct FenceBook {
     replica: String,
-    leases: Mutex<HashMap<String, JobLease>>,
+    /// foldhash: a lookup per flush, where SipHash costs more than the rest of a lookup.
+    leases: Mutex<foldhash::HashMap<String, JobLease>>,
 }
 
 impl FenceBook {
@@ -58,7 +59,7 @@ impl FenceBook {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, JobLease>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, foldhash::HashMap<String, JobLease>> {
         self.leases.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -209,7 +210,7 @@ impl DbJobOwnership {
             live.push(replica.to_owned());
             live.sort();
         }
-        let names: HashMap<String, &K> = candidates.iter().map(|k| (k.to_string(), k)).collect();
+        let names: foldhash::HashMap<String, &K> = candidates.iter().map(|k| (k.to_string(), k)).collect();
         let wins = |job: &str| names.contains_key(job) && rendezvous_winner(job, &live) == Some(replica);
 
         let held = db.held_leases(replica).await?;
@@ -220,7 +221,7 @@ impl DbJobOwnership {
             .collect();
         db.release(replica, &give_up).await?;
         db.renew_held(replica, lease_ms).await?;
-        let kept: HashSet<&str> = held
+        let kept: foldhash::HashSet<&str> = held
             .iter()
             .filter(|(job, row)| row.remaining_ms > 0 && wins(job))
             .map(|(job, _)| job.as_str())
@@ -235,7 +236,7 @@ impl DbJobOwnership {
 
         let valid_until = started + self.options.local_validity();
         let mut leases = HashMap::new();
-        let mut book = HashMap::new();
+        let mut book = foldhash::HashMap::default();
         for (job, row) in db.held_leases(replica).await? {
             if row.remaining_ms <= 0 {
                 continue;

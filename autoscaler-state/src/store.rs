@@ -14,7 +14,6 @@ use autoscaler_core::{
     StateError, StateResult,
 };
 use autoscaler_metrics::{EvaluatedMetrics, MetricHistory};
-use std::collections::HashMap;
 use std::fmt::Display;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -68,7 +67,8 @@ pub struct AnyStateStore {
     fences: OnceLock<Arc<FenceBook>>,
     url: StateUrl,
     compression_threshold: usize,
-    jobs: Mutex<HashMap<String, JobSlot>>,
+    /// foldhash: a lookup per job-cycle, where SipHash costs more than the rest of a lookup.
+    jobs: Mutex<foldhash::HashMap<String, JobSlot>>,
     bytes_written: AtomicU64,
     window_bytes_written: AtomicU64,
 }

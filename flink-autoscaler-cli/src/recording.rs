@@ -120,8 +120,13 @@ where
     }
 
     async fn handle_decision_record(&self, ctx: &Ctx, record: &DecisionRecord) {
+        self.take_decision_record(ctx, record.clone()).await;
+    }
+
+    /// Names the job in the record, records it, lends it to the inner handler and puts it on the
+    /// board: the cycle's record itself, not a copy.
+    async fn take_decision_record(&self, ctx: &Ctx, mut record: DecisionRecord) {
         let job = ctx.job_key().to_string();
-        let mut record = record.clone();
         record.job = Some(job.clone());
         if let Some(recorder) = &self.recorder
             && let Err(error) = recorder.record_decision(&job, &record)

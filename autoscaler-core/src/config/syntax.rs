@@ -72,6 +72,13 @@ impl Configuration {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
+    /// The address of the shared entries: the same for clones, while neither changed. Paired with
+    /// a kept clone (which keeps the entries alive, so no other configuration can take the address)
+    /// and [`Self::shares_entries_with`], it names a configuration without hashing its entries.
+    pub(crate) fn entries_address(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     /// All entries in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))

@@ -19,7 +19,7 @@ use super::{Database, Dialect, Statements, text_column, with_retries};
 use crate::rows::WINDOW_INDEX;
 use chrono::Utc;
 use sqlx::Connection as _;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{mpsc, oneshot};
@@ -227,7 +227,7 @@ async fn write_group(
         };
         let mut tx = conn.begin().await?;
         // The lease rows first, as a flush of one job does (and as a taker does: only lease rows).
-        let mut by_owner: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut by_owner: foldhash::HashMap<&str, Vec<usize>> = foldhash::HashMap::default();
         for (i, flush) in flushes.iter().enumerate() {
             if let Some((owner, _)) = &flush.fence {
                 by_owner.entry(owner.as_str()).or_default().push(i);
@@ -273,7 +273,8 @@ async fn write_group(
                 }
                 read.fetch_all(&mut *tx).await?
             };
-            let mut current = HashMap::with_capacity(rows.len());
+            let mut current =
+                foldhash::HashMap::with_capacity_and_hasher(rows.len(), foldhash::fast::RandomState::default());
             for row in &rows {
                 current.insert(text_column(row, 0)?, text_column(row, 1)?);
             }

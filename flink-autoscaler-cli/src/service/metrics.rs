@@ -667,8 +667,8 @@ pub struct JobSeries {
     /// Whether the job's own options failed the service's check this cycle.
     misconfigured: AtomicBool,
     evaluation: Mutex<Option<Arc<EvaluatedMetrics>>>,
-    /// Vertex id -> name, from the last collected topology.
-    vertex_names: Mutex<Arc<HashMap<String, String>>>,
+    /// The last collected topology (shared with the collector), and its vertex id -> name.
+    vertex_names: Mutex<(Option<JobTopology>, Arc<HashMap<String, String>>)>,
     recommended: Mutex<BTreeMap<String, f64>>,
     /// Memory tuning's last recommended sizes in bytes, by configuration key.
     memory: Mutex<BTreeMap<String, f64>>,
@@ -689,7 +689,7 @@ impl JobSeries {
             scalings: AtomicU64::new(0),
             misconfigured: AtomicBool::new(false),
             evaluation: Mutex::new(None),
-            vertex_names: Mutex::new(Arc::new(HashMap::new())),
+            vertex_names: Mutex::new((None, Arc::new(HashMap::new()))),
             recommended: Mutex::new(BTreeMap::new()),
             memory: Mutex::new(BTreeMap::new()),
         }
@@ -705,10 +705,16 @@ impl JobSeries {
         *lock(&self.evaluation) = Some(evaluated);
     }
 
-    /// Records the vertex names of `topology` when they changed (a lookup per vertex otherwise);
-    /// on a change, the recommended parallelism of vertices the job no longer has goes away.
+    /// Records the vertex names of `topology` when they changed: nothing to do while the
+    /// collector hands out the same topology (one pointer comparison), a lookup per vertex when it
+    /// built a new one. On a change, the recommended parallelism of vertices the job no longer has
+    /// goes away.
     pub fn set_topology(&self, topology: &JobTopology) {
-        let current = Arc::clone(&lock(&self.vertex_names));
+        let mut kept = lock(&self.vertex_names);
+        if kept.0.as_ref().is_some_and(|last| last.shares_graph_with(topology)) {
+            return;
+        }
+        let current = &kept.1;
         let same = current.len() == topology.len()
             && topology
                 .vertices()
@@ -721,8 +727,9 @@ impl JobSeries {
                 .map(|v| (v.id.as_str().to_owned(), v.name.clone().unwrap_or_default()))
                 .collect::<HashMap<_, _>>();
             lock(&self.recommended).retain(|vertex, _| names.contains_key(vertex));
-            *lock(&self.vertex_names) = Arc::new(names);
+            kept.1 = Arc::new(names);
         }
+        kept.0 = Some(topology.clone());
     }
 
     /// Counts a cycle.
@@ -884,7 +891,8 @@ struct SourceSeries {
 /// `/metrics`.
 #[derive(Debug, Default)]
 pub struct ServiceMetrics {
-    jobs: RwLock<HashMap<String, Arc<JobSeries>>>,
+    /// foldhash: two lookups per job-cycle, where SipHash costs more than the rest of a lookup.
+    jobs: RwLock<HashMap<String, Arc<JobSeries>, foldhash::fast::RandomState>>,
     sources: Mutex<BTreeMap<String, SourceSeries>>,
     health: Health,
     detail: MetricsDetail,
@@ -1076,7 +1084,7 @@ impl ServiceMetrics {
         let views: Vec<JobView<'_>> = jobs
             .iter()
             .map(|j| {
-                let names = Arc::clone(&lock(&j.vertex_names));
+                let names = Arc::clone(&lock(&j.vertex_names).1);
                 let evaluation = lock(&j.evaluation).clone();
                 let mut vertex_labels = HashMap::new();
                 let mut add = |id: &str| {
