@@ -653,6 +653,9 @@ pub fn init_error_counters<'a>(sources: impl IntoIterator<Item = &'a str>, store
     }
 }
 
+/// Vertex id -> name, shared with each rendering of `/metrics`.
+type VertexNames = Arc<HashMap<String, String>>;
+
 /// The series of one job. It is the job's [`AutoscalerMetricsReporter`]: the core's `scalings`,
 /// `errors`, `RECOMMENDED_PARALLELISM` and `MemoryTuning.*` reports land here; other gauges are
 /// ignored (the evaluated metrics arrive whole through [`JobSeries::set_evaluation`]).
@@ -668,7 +671,7 @@ pub struct JobSeries {
     misconfigured: AtomicBool,
     evaluation: Mutex<Option<Arc<EvaluatedMetrics>>>,
     /// The last collected topology (shared with the collector), and its vertex id -> name.
-    vertex_names: Mutex<(Option<JobTopology>, Arc<HashMap<String, String>>)>,
+    vertex_names: Mutex<(Option<JobTopology>, VertexNames)>,
     recommended: Mutex<BTreeMap<String, f64>>,
     /// Memory tuning's last recommended sizes in bytes, by configuration key.
     memory: Mutex<BTreeMap<String, f64>>,
