@@ -54,15 +54,25 @@ struct OptionsCache {
     maps: std::sync::Mutex<OptionsMaps>,
 }
 
-type FoldMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-
+/// The two maps of an [`OptionsCache`], under one lock.
 #[derive(Default)]
 struct OptionsMaps {
     /// By entries.
-    parsed: FoldMap<crate::config::Configuration, Arc<AutoScalerOptions>>,
+    parsed: foldhash::HashMap<crate::config::Configuration, Arc<AutoScalerOptions>>,
     /// By [`crate::config::Configuration::entries_address`], with the configuration kept (so the
     /// address stays its own) to check that it still shares them.
-    by_address: FoldMap<usize, (crate::config::Configuration, Arc<AutoScalerOptions>)>,
+    by_address: foldhash::HashMap<usize, (crate::config::Configuration, Arc<AutoScalerOptions>)>,
+}
+
+impl OptionsMaps {
+    /// Keeps `options` as `conf`'s by the address of its entries (the map starts over when full).
+    fn remember(&mut self, conf: &crate::config::Configuration, options: &Arc<AutoScalerOptions>) {
+        if self.by_address.len() >= OptionsCache::CAPACITY {
+            self.by_address.clear();
+        }
+        self.by_address
+            .insert(conf.entries_address(), (conf.clone(), Arc::clone(options)));
+    }
 }
 
 impl OptionsCache {
@@ -81,7 +91,7 @@ impl OptionsCache {
                 return Ok(Arc::clone(options));
             }
             if let Some(options) = maps.parsed.get(conf).map(Arc::clone) {
-                Self::remember(&mut maps.by_address, conf, &options);
+                maps.remember(conf, &options);
                 return Ok(options);
             }
         }
@@ -91,19 +101,8 @@ impl OptionsCache {
             maps.parsed.clear();
         }
         maps.parsed.insert(conf.clone(), Arc::clone(&options));
-        Self::remember(&mut maps.by_address, conf, &options);
+        maps.remember(conf, &options);
         Ok(options)
-    }
-
-    fn remember(
-        by_address: &mut FoldMap<usize, (crate::config::Configuration, Arc<AutoScalerOptions>)>,
-        conf: &crate::config::Configuration,
-        options: &Arc<AutoScalerOptions>,
-    ) {
-        if by_address.len() >= Self::CAPACITY {
-            by_address.clear();
-        }
-        by_address.insert(conf.entries_address(), (conf.clone(), Arc::clone(options)));
     }
 }
 

@@ -48,7 +48,7 @@ use autoscaler_metrics::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexSp
 use chrono::TimeDelta;
 use chrono::{DateTime, Utc};
 use names::{VertexMetricNames, count_source_partitions, filter_vertex_metric_names};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
@@ -94,23 +94,20 @@ const TM_GC_METRIC: (&str, FlinkMetric) = (
 pub struct RestMetricsCollector<K> {
     /// Shared with the cycles reading it: a cycle clones the `Arc`, and one that changes the names
     /// replaces it.
-    metric_names: Mutex<FoldMap<K, Arc<JobMetricNames>>>,
+    metric_names: Mutex<foldhash::HashMap<K, Arc<JobMetricNames>>>,
     /// One copy of each distinct set of names asked of a vertex, shared by every vertex (of any
     /// job) that asks the same: a job's operators mostly report the same metrics, and so do the
     /// jobs of one fleet.
     queries: Mutex<SharedQueries>,
-    source_listings: Mutex<FoldMap<K, BTreeMap<VertexId, SourceListing>>>,
-    clusters: Mutex<FoldMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
-    running_since: Mutex<FoldMap<K, DateTime<Utc>>>,
+    source_listings: Mutex<foldhash::HashMap<K, BTreeMap<VertexId, SourceListing>>>,
+    clusters: Mutex<foldhash::HashMap<String, Arc<tokio::sync::Mutex<ClusterMetrics>>>>,
+    running_since: Mutex<foldhash::HashMap<K, DateTime<Utc>>>,
     /// The topology each job's last collection handed out, handed out again while the job details
     /// describe the same graph ([`describes`]).
-    topologies: Mutex<FoldMap<K, JobTopology>>,
+    topologies: Mutex<foldhash::HashMap<K, JobTopology>>,
     /// Each job's request of its details, built once, with the job id it was built for.
-    details_requests: Mutex<FoldMap<K, Arc<(String, PreparedRequest)>>>,
+    details_requests: Mutex<foldhash::HashMap<K, Arc<(String, PreparedRequest)>>>,
 }
-
-/// A map hashed with foldhash.
-type FoldMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The names to query per vertex of one job.
 type JobMetricNames = BTreeMap<VertexId, CachedVertexNames>;
@@ -219,13 +216,13 @@ struct ClusterMetrics {
 impl<K> Default for RestMetricsCollector<K> {
     fn default() -> Self {
         Self {
-            metric_names: Mutex::new(FoldMap::default()),
+            metric_names: Mutex::new(foldhash::HashMap::default()),
             queries: Mutex::new(SharedQueries::default()),
-            source_listings: Mutex::new(FoldMap::default()),
-            clusters: Mutex::new(FoldMap::default()),
-            running_since: Mutex::new(FoldMap::default()),
-            topologies: Mutex::new(FoldMap::default()),
-            details_requests: Mutex::new(FoldMap::default()),
+            source_listings: Mutex::new(foldhash::HashMap::default()),
+            clusters: Mutex::new(foldhash::HashMap::default()),
+            running_since: Mutex::new(foldhash::HashMap::default()),
+            topologies: Mutex::new(foldhash::HashMap::default()),
+            details_requests: Mutex::new(foldhash::HashMap::default()),
         }
     }
 }
@@ -789,7 +786,7 @@ fn job_error(job_id: &str, e: RestError) -> CollectError {
 }
 
 /// Sets `map[key]` to `value` (cloning the key only when it is new); the previous value.
-fn insert<K: Eq + Hash + Clone, V>(map: &mut FoldMap<K, V>, key: &K, value: V) -> Option<V> {
+fn insert<K: Eq + Hash + Clone, V>(map: &mut foldhash::HashMap<K, V>, key: &K, value: V) -> Option<V> {
     match map.get_mut(key) {
         Some(slot) => Some(std::mem::replace(slot, value)),
         None => map.insert(key.clone(), value),

@@ -273,8 +273,7 @@ async fn write_group(
                 }
                 read.fetch_all(&mut *tx).await?
             };
-            let mut current =
-                foldhash::HashMap::with_capacity_and_hasher(rows.len(), foldhash::fast::RandomState::default());
+            let mut current = <foldhash::HashMap<_, _> as foldhash::HashMapExt>::with_capacity(rows.len());
             for row in &rows {
                 current.insert(text_column(row, 0)?, text_column(row, 1)?);
             }

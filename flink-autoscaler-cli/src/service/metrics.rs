@@ -895,7 +895,7 @@ struct SourceSeries {
 #[derive(Debug, Default)]
 pub struct ServiceMetrics {
     /// foldhash: two lookups per job-cycle, where SipHash costs more than the rest of a lookup.
-    jobs: RwLock<HashMap<String, Arc<JobSeries>, foldhash::fast::RandomState>>,
+    jobs: RwLock<foldhash::HashMap<String, Arc<JobSeries>>>,
     sources: Mutex<BTreeMap<String, SourceSeries>>,
     health: Health,
     detail: MetricsDetail,
