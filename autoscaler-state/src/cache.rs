@@ -152,8 +152,11 @@ pub(crate) struct JobView {
 fn new_generation() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
+    // The process id asked once: each job-cycle's flush makes a generation, and asking costs a
+    // system call each time.
+    static PROCESS: std::sync::LazyLock<u32> = std::sync::LazyLock::new(std::process::id);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{:x}-{nanos:x}-{n:x}", std::process::id())
+    format!("{:x}-{nanos:x}-{n:x}", *PROCESS)
 }
 
 impl JobView {
@@ -526,6 +529,17 @@ mod tests {
     fn metrics() -> StateValue {
         StateValue::CollectedMetrics(MetricHistory::new())
     }
+    // A generation names this process (its id, asked once) and differs from every other one it
+    // made, even within one clock tick.
+    #[test]
+    fn generations_name_the_process_and_never_repeat() {
+        let made: Vec<String> = (0..1000).map(|_| new_generation()).collect();
+        let distinct: BTreeSet<&String> = made.iter().collect();
+        assert_eq!(distinct.len(), made.len());
+        let process = format!("{:x}-", std::process::id());
+        assert!(made.iter().all(|g| g.starts_with(&process)), "{:?}", &made[..3]);
+    }
+
     fn changes(key: &str) -> StateValue {
         let mut c = ConfigChanges::default();
         c.removals.insert(key.to_owned());
