@@ -87,13 +87,15 @@ impl JobAutoScaler<String, Ctx> for Counting {
     }
 }
 
+/// A replica taking leases of `lease` on `db`.
 async fn start_replica(
     db: &TestDb,
     name: &'static str,
     jobs: &[String],
     log: &Log,
+    lease: Duration,
 ) -> Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)> {
-    start_replica_at(db, &db.url, name, jobs, log, &Starts::default()).await
+    start_replica_at(db, &db.url, name, jobs, log, &Starts::default(), lease).await
 }
 
 async fn start_replica_at(
@@ -103,6 +105,7 @@ async fn start_replica_at(
     jobs: &[String],
     log: &Log,
     starts: &Starts,
+    lease: Duration,
 ) -> Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)> {
     let store_options = autoscaler_state::StoreOptions {
         acquire_timeout: Duration::from_millis(500),
@@ -111,7 +114,7 @@ async fn start_replica_at(
     let store = Arc::new(AnyStateStore::open_with(url, &store_options).await.unwrap());
     let options = HaOptions {
         replica_id: name.to_owned(),
-        lease_duration: LEASE,
+        lease_duration: lease,
         renew_interval: RENEW,
     };
     let ownership = match DbJobOwnership::attach(&store, options).await {
@@ -147,11 +150,11 @@ async fn start_replica_at(
 async fn replicas_share_jobs_and_take_over_a_killed_one(db: &TestDb) {
     let jobs: Vec<String> = (0..12).map(|i| format!("replicated-{i}")).collect();
     let log: Log = Arc::default();
-    let Some((a, _a_stop)) = start_replica(db, "a", &jobs, &log).await else {
+    let Some((a, _a_stop)) = start_replica(db, "a", &jobs, &log, LEASE).await else {
         return;
     };
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let (b, b_stop) = start_replica(db, "b", &jobs, &log).await.unwrap();
+    let (b, b_stop) = start_replica(db, "b", &jobs, &log, LEASE).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2_000)).await;
 
     // Kill A: no handoff, its leases must expire.
@@ -278,8 +281,12 @@ async fn a_replica_cut_off_from_the_database_stops_before_its_leases_expire(db: 
     let log: Log = Arc::default();
     let starts: Starts = Arc::default();
     let a_url = db.url_via(&proxy.addr).unwrap();
-    let (a, a_stop) = start_replica_at(db, &a_url, "a", &jobs, &log, &starts).await.unwrap();
-    let (b, b_stop) = start_replica_at(db, &db.url, "b", &jobs, &log, &starts).await.unwrap();
+    let (a, a_stop) = start_replica_at(db, &a_url, "a", &jobs, &log, &starts, LEASE)
+        .await
+        .unwrap();
+    let (b, b_stop) = start_replica_at(db, &db.url, "b", &jobs, &log, &starts, LEASE)
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(2_000)).await;
     assert!(starts.lock().unwrap().iter().any(|(r, _)| *r == "a"));
 
@@ -318,20 +325,25 @@ per_backend!(a_replica_cut_off_from_the_database_stops_before_its_leases_expire)
 
 // SIGTERM: a replica stopping cleanly finishes its cycles in flight, then gives its leases and
 // its membership up; the other takes its jobs over at its next round, well before the leases
-// could have expired.
+// could have expired. The leases here are long (3 s): a job whose lease merely expired could not
+// be taken over before the lease less one renew interval had passed since the stop, while a
+// handoff comes within a round or two of the other replica, even on a loaded machine (a 1 s
+// lease left too little room between the two on a slow one).
 async fn a_stopping_replica_hands_its_jobs_over_within_a_renew_interval(db: &TestDb) {
+    const HANDOFF_LEASE: Duration = Duration::from_secs(3);
     let jobs: Vec<String> = (0..12).map(|i| format!("handoff-{i}")).collect();
     let log: Log = Arc::default();
-    let Some((a, a_stop)) = start_replica(db, "a", &jobs, &log).await else {
+    let Some((a, a_stop)) = start_replica(db, "a", &jobs, &log, HANDOFF_LEASE).await else {
         return;
     };
-    let (b, b_stop) = start_replica(db, "b", &jobs, &log).await.unwrap();
+    let (b, b_stop) = start_replica(db, "b", &jobs, &log, HANDOFF_LEASE).await.unwrap();
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let stopping = Instant::now();
     a_stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), a).await.unwrap().unwrap();
     let stopped = stopping.elapsed();
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Long enough for an expiry to be seen as one (and fail below), not as a job never taken.
+    tokio::time::sleep(HANDOFF_LEASE + RENEW).await;
     b_stop.send(()).unwrap();
     tokio::time::timeout(Duration::from_secs(10), b).await.unwrap().unwrap();
 
@@ -359,6 +371,6 @@ async fn a_stopping_replica_hands_its_jobs_over_within_a_renew_interval(db: &Tes
         "handoff of {} jobs: replica stopped after {stopped:?}, last job taken over {worst:?} after the stop began (renew {RENEW:?})",
         a_jobs.len()
     );
-    assert!(worst < LEASE, "{worst:?}: handed over, not expired");
+    assert!(worst < HANDOFF_LEASE - RENEW, "{worst:?}: handed over, not expired");
 }
 per_backend!(a_stopping_replica_hands_its_jobs_over_within_a_renew_interval);
