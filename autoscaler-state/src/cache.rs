@@ -151,10 +151,10 @@ pub(crate) struct JobView {
 /// A generation no other flush (of this process or another) uses.
 fn new_generation() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
     // The process id asked once: each job-cycle's flush makes a generation, and asking costs a
     // system call each time.
     static PROCESS: std::sync::LazyLock<u32> = std::sync::LazyLock::new(std::process::id);
+    let nanos = Utc::now().timestamp_nanos_opt().unwrap_or_default();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{:x}-{nanos:x}-{n:x}", *PROCESS)
 }
@@ -529,6 +529,7 @@ mod tests {
     fn metrics() -> StateValue {
         StateValue::CollectedMetrics(MetricHistory::new())
     }
+
     // A generation names this process (its id, asked once) and differs from every other one it
     // made, even within one clock tick.
     #[test]

@@ -18,6 +18,7 @@
 use super::{Database, Dialect, Statements, text_column, with_retries};
 use crate::rows::WINDOW_INDEX;
 use chrono::Utc;
+use foldhash::HashMapExt as _;
 use sqlx::Connection as _;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -273,7 +274,7 @@ async fn write_group(
                 }
                 read.fetch_all(&mut *tx).await?
             };
-            let mut current = <foldhash::HashMap<_, _> as foldhash::HashMapExt>::with_capacity(rows.len());
+            let mut current = foldhash::HashMap::with_capacity(rows.len());
             for row in &rows {
                 current.insert(text_column(row, 0)?, text_column(row, 1)?);
             }
