@@ -210,15 +210,62 @@ impl Code {
     }
 }
 
+/// Appends the `n` values of a column kept as `code` says, whose bytes are `mask` (its NaN
+/// bitmap, empty when not masked) and `words` (its kept words, `width` bytes each for every
+/// position the bitmap does not elide), to `out`.
+fn decode_words(code: Code, n: usize, mask: &[u8], words: &[u8], out: &mut Vec<f64>) {
+    let start = out.len();
+    let kept = n - elided_count(mask);
+    code.decode_all(words, kept, out);
+    if code.masked {
+        // The kept values move to their positions, from the last, with NaN in between.
+        out.resize(start + n, f64::NAN);
+        let mut from = start + kept;
+        for k in (0..n).rev() {
+            if elided(mask, k) {
+                out[start + k] = f64::NAN;
+            } else {
+                from -= 1;
+                out[start + k] = out[from];
+            }
+        }
+    }
+}
+
+/// The `n` values of one column kept as its code byte `code` says ([`Code::pack`]), read from
+/// the front of `bytes` (its NaN bitmap when masked, then its kept words), as [`Columns`]
+/// keeps a column: the values, one per position, and how many bytes they took. `None` when the
+/// bytes are too few, or the bitmap marks a position past `n`, or the code is not the one
+/// [`Code::choose`] gives for the values read: what a store reads back from a database, checked
+/// rather than trusted, and read one way only.
+pub(crate) fn read_kept_column(code: u8, n: usize, bytes: &[u8]) -> Option<(Vec<f64>, usize)> {
+    let unpacked = Code::unpack(code);
+    if unpacked.width > 8 || unpacked.scale > Code::RAW {
+        return None;
+    }
+    let mask_len = if unpacked.masked { n.div_ceil(8) } else { 0 };
+    let mask = bytes.get(..mask_len)?;
+    // The bits past the last position are zero.
+    if !n.is_multiple_of(8) && mask.last().is_some_and(|last| last >> (n % 8) != 0) {
+        return None;
+    }
+    let kept = n - elided_count(mask);
+    let words_len = kept.checked_mul(usize::from(unpacked.width))?;
+    let words = bytes.get(mask_len..mask_len.checked_add(words_len)?)?;
+    let mut values = Vec::with_capacity(n);
+    decode_words(unpacked, n, mask, words, &mut values);
+    (Code::choose(&values).pack() == code).then_some((values, mask_len + words_len))
+}
+
 /// Signed to unsigned, small magnitudes to small numbers: 0, -1, 1, -2 to 0, 1, 2, 3.
 #[inline]
-fn zigzag(m: i64) -> u64 {
+pub(crate) fn zigzag(m: i64) -> u64 {
     ((m << 1) ^ (m >> 63)) as u64
 }
 
 /// The inverse of [`zigzag`].
 #[inline]
-fn unzigzag(word: u64) -> i64 {
+pub(crate) fn unzigzag(word: u64) -> i64 {
     ((word >> 1) as i64) ^ -((word & 1) as i64)
 }
 
@@ -393,24 +440,21 @@ impl Columns {
 
     /// Appends the values of column `c`, whose bytes are `(mask, words)`, to `out`.
     fn decode_at(&self, c: usize, (mask, words): (&[u8], &[u8]), out: &mut Vec<f64>) {
-        let code = Code::unpack(self.codes[c]);
-        let n = self.ids.len();
-        let start = out.len();
-        let kept = n - elided_count(mask);
-        code.decode_all(words, kept, out);
-        if code.masked {
-            // The kept values move to their positions, from the last, with NaN in between.
-            out.resize(start + n, f64::NAN);
-            let mut from = start + kept;
-            for k in (0..n).rev() {
-                if elided(mask, k) {
-                    out[start + k] = f64::NAN;
-                } else {
-                    from -= 1;
-                    out[start + k] = out[from];
-                }
-            }
-        }
+        decode_words(Code::unpack(self.codes[c]), self.ids.len(), mask, words, out);
+    }
+
+    /// Column `c` as it is kept: its code byte ([`Code::pack`]) and its bytes (the NaN bitmap,
+    /// when masked, then the kept words), given the [`starts`](Self::starts).
+    pub(crate) fn kept_column(&self, c: usize, starts: &Starts) -> (u8, &[u8]) {
+        (
+            self.codes[c],
+            self.data.get(starts[c]..starts[c + 1]).unwrap_or_default(),
+        )
+    }
+
+    /// Every metric present in each id's map (bit `metric.index()`), in id order.
+    pub(crate) fn present_all(&self) -> &[u32] {
+        &self.shape.present
     }
 
     /// Whether no value of column `c` is infinite.

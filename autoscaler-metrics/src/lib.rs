@@ -15,6 +15,7 @@ mod evaluate;
 mod evaluated;
 mod history_stats;
 mod metric;
+mod packed;
 mod topology;
 mod vertex_map;
 mod window;
@@ -38,6 +39,7 @@ pub use metric::{
     BusyTimeAggregator, EvaluatedScalingMetric, EvaluatedVertexMetrics, METRIC_COUNT, MetricMap, MetricSlot,
     MetricValues, ScalingMetric, round_metric,
 };
+pub use packed::{PACKED_LAYOUT, PackedSnapshotError};
 pub use topology::{EdgeSpec, JobTopology, ShipStrategy, VertexId, VertexInfo, VertexSpec};
 pub use vertex_map::VertexMap;
 pub use window::{WindowStatus, apply_window, discard_before_restart, voids_history, window_and_trim, window_status};
