@@ -116,12 +116,14 @@ pub fn excluded_periods(data: &[u8]) {
     }
 }
 
-/// Target `state_codec`: a stored `state_value` read back as each state type.
+/// Target `state_codec`: a stored `state_value` read back as each state type and as a window row
+/// (packed or JSON).
 pub fn state_codec(data: &[u8]) {
     let text = text(data);
     for state_type in autoscaler_state::StateType::ALL {
         let _ = autoscaler_state::decode_state_value(state_type, &text);
     }
+    let _ = autoscaler_state::decode_window_row(&text);
 }
 
 /// Target `yarn_responses`: a YARN ResourceManager's `GET /ws/v1/cluster/apps` body, read as the

@@ -395,6 +395,8 @@ impl JobView {
         let mut taken = 0;
         // New snapshots no freed slot was left for when the walk reached them.
         let mut unplaced = Vec::new();
+        // The packed bytes of each snapshot encoded, one buffer for them all.
+        let mut packed = Vec::new();
         for (position, (at, snapshot)) in history.shared().enumerate() {
             while let Some((_, slot)) = stored.next_if(|((t, _), _)| *t < at) {
                 freed.push(slot);
@@ -421,7 +423,7 @@ impl JobView {
             slots.push(slot);
             added.push((
                 slot_identifier(slot),
-                encode_snapshot(at, snapshot, compression_threshold)?,
+                encode_snapshot(at, snapshot, compression_threshold, &mut packed)?,
             ));
         }
         freed.extend(stored.map(|(_, slot)| slot));
@@ -445,19 +447,20 @@ impl JobView {
             }
             added.push((
                 slot_identifier(slot),
-                encode_snapshot(at, snapshot, compression_threshold)?,
+                encode_snapshot(at, snapshot, compression_threshold, &mut packed)?,
             ));
         }
         let trimmed: Vec<String> = freed.map(slot_identifier).collect();
         let all_slots = slots.clone();
         let all = move || {
+            let mut packed = Vec::new();
             history
                 .shared()
                 .zip(&all_slots)
                 .map(|((at, snapshot), slot)| {
                     Ok((
                         slot_identifier(*slot),
-                        encode_snapshot(at, snapshot, compression_threshold)?,
+                        encode_snapshot(at, snapshot, compression_threshold, &mut packed)?,
                     ))
                 })
                 .collect()
@@ -667,7 +670,7 @@ mod tests {
         let (_, snapshot) = history.shared().next().unwrap();
         (
             slot_identifier(slot),
-            encode_snapshot(at, snapshot, usize::MAX).unwrap(),
+            encode_snapshot(at, snapshot, usize::MAX, &mut Vec::new()).unwrap(),
         )
     }
 

@@ -4,9 +4,7 @@
 use autoscaler_core::{
     ConfigChanges, DelayedScaleDown, ParallelismOverrides, ScalingHistory, ScalingTracking, StateError,
 };
-use autoscaler_metrics::{
-    CollectedMetrics, EvaluatedMetrics, METRIC_COUNT, MetricHistory, MetricValues, ScalingMetric, SharedSnapshot,
-};
+use autoscaler_metrics::{CollectedMetrics, EvaluatedMetrics, MetricHistory, SharedSnapshot};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -19,9 +17,18 @@ use serde_json::value::RawValue;
 use std::fmt;
 use std::io::{Read as _, Write as _};
 
-/// Version of the envelope this release writes. Every release must keep reading every older version
-/// (`tests/fixtures/format-v1` pins version 1).
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest version of the envelope, which this release writes and reads. Every release must
+/// keep reading every older version (`tests/fixtures/format-v1` and `format-v1-slots` pin
+/// version 1, `format-v2-slots` version 2).
+///
+/// Version 2 added the packed window row: `{"v":2,"at":...,"packed":"<base64>"}`, a snapshot in
+/// [`autoscaler_metrics::PACKED_LAYOUT`]'s bytes, about a third of its JSON. Only window rows are
+/// written as version 2; every other state is still written as version 1, whose JSON did not
+/// change, so that a release before version 2 still reads them.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The version of the envelope of every state but the window rows (see [`FORMAT_VERSION`]).
+const JSON_FORMAT_VERSION: u32 = 1;
 
 /// Serialized states at least this long are gzip-compressed by default (a full collected-metrics
 /// history is the only state that usually gets there).
@@ -120,8 +127,10 @@ pub(crate) enum StateValue {
 /// What `state_value` holds: `{"v":1,"state":<json>}`, or `{"v":1,"gzip":"<base64 of gzipped json>"}`
 /// for a large state.
 ///
-/// A row of a job's metric window also names its snapshot's instant: `{"v":1,"at":"<RFC 3339>",
-/// "state":<json>}` (or `"gzip"`), see [`SLOT_PREFIX`].
+/// A row of a job's metric window also names its snapshot's instant, and holds the snapshot
+/// packed: `{"v":2,"at":"<RFC 3339>","packed":"<base64>"}` (or `"packedGzip"`, see
+/// [`encode_snapshot`] and [`SLOT_PREFIX`]); earlier
+/// releases wrote it as JSON, `{"v":1,"at":"<RFC 3339>","state":<json>}` (or `"gzip"`).
 #[derive(Deserialize)]
 struct EnvelopeIn<'a> {
     v: u32,
@@ -131,13 +140,15 @@ struct EnvelopeIn<'a> {
     state: Option<&'a RawValue>,
     #[serde(default)]
     gzip: Option<String>,
+    #[serde(borrow, default)]
+    packed: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, rename = "packedGzip")]
+    packed_gzip: Option<String>,
 }
 
 #[derive(Serialize)]
 struct EnvelopeOut<'a, T> {
     v: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<&'a T>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -200,41 +211,20 @@ pub(crate) fn encode_value<T: Serialize>(
     value: &T,
     compression_threshold: usize,
 ) -> Result<String, StateError> {
-    encode_with(state_type, compression_threshold, None, |out| {
-        serde_json::to_writer(out, value)
-    })
-}
-
-/// The envelope of the JSON `write` appends to its buffer: what serializing
-/// `EnvelopeOut { at, state: Some(value), .. }` writes, the value written once, in place after the
-/// envelope's head; gzip-compressed when it is at least `compression_threshold` bytes long.
-fn encode_with(
-    state_type: StateType,
-    compression_threshold: usize,
-    at: Option<&str>,
-    write: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
-) -> Result<String, StateError> {
     let mut out = Vec::with_capacity(1024);
-    write!(out, "{{\"v\":{FORMAT_VERSION},").map_err(|e| serialization_error(state_type, e))?;
-    if let Some(at) = at {
-        out.extend_from_slice(b"\"at\":");
-        serde_json::to_writer(&mut out, at).map_err(|e| serialization_error(state_type, e))?;
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"state\":");
+    write!(out, "{{\"v\":{JSON_FORMAT_VERSION},\"state\":").map_err(|e| serialization_error(state_type, e))?;
     let start = out.len();
-    write(&mut out).map_err(|e| serialization_error(state_type, e))?;
+    serde_json::to_writer(&mut out, value).map_err(|e| serialization_error(state_type, e))?;
     if out.len() - start >= compression_threshold {
         let envelope = EnvelopeOut::<()> {
-            v: FORMAT_VERSION,
-            at,
+            v: JSON_FORMAT_VERSION,
             state: None,
             gzip: Some(gzip_base64(&out[start..]).map_err(|e| serialization_error(state_type, e))?),
         };
         return serde_json::to_string(&envelope).map_err(|e| serialization_error(state_type, e));
     }
     out.push(b'}');
-    // serde_json writes UTF-8 only, and so does `write_snapshot`.
+    // serde_json writes UTF-8 only.
     String::from_utf8(out).map_err(|e| serialization_error(state_type, e))
 }
 
@@ -272,70 +262,90 @@ pub(crate) fn snapshot_instant(identifier: &str) -> Option<DateTime<Utc>> {
         .map(|at| at.with_timezone(&Utc))
 }
 
-/// The `state_value` of the window row of the snapshot collected at `at` (the envelope, as for
-/// every state, naming `at`), serialized from the compact snapshot without building its maps.
+/// The `state_value` of the window row of the snapshot collected at `at`:
+/// `{"v":2,"at":"<RFC 3339>","packed":"<base64>"}`, the snapshot's packed bytes
+/// ([`SharedSnapshot::pack`]), written from the compact snapshot without building its maps or
+/// formatting its numbers. Packed bytes of at least `compression_threshold` bytes (a snapshot of
+/// thousands of vertices) are gzip-compressed: `"packedGzip"` in place of `"packed"`. `packed`
+/// is a buffer for the bytes, kept by the caller from one row to the next.
 pub(crate) fn encode_snapshot(
     at: DateTime<Utc>,
     snapshot: &SharedSnapshot,
     compression_threshold: usize,
+    packed: &mut Vec<u8>,
 ) -> Result<String, StateError> {
+    packed.clear();
+    snapshot.pack(packed);
+    let compressed = if packed.len() >= compression_threshold {
+        let mut encoder = GzEncoder::new(Vec::with_capacity(packed.len() / 4), Compression::fast());
+        encoder
+            .write_all(packed)
+            .and_then(|()| encoder.finish())
+            .map(Some)
+            .map_err(|e| serialization_error(StateType::CollectedMetrics, e))?
+    } else {
+        None
+    };
+    let (field, bytes) = match &compressed {
+        Some(gzipped) => ("packedGzip", gzipped.as_slice()),
+        None => ("packed", packed.as_slice()),
+    };
+    // `"at"` is RFC 3339 (no character JSON escapes) and base64 needs no escaping either.
     let at = at.to_rfc3339_opts(SecondsFormat::Nanos, true);
-    encode_with(StateType::CollectedMetrics, compression_threshold, Some(&at), |out| {
-        write_snapshot(out, snapshot)
-    })
+    let mut out = String::with_capacity(48 + at.len() + bytes.len().div_ceil(3) * 4);
+    out.push_str("{\"v\":");
+    out.push_str(&FORMAT_VERSION.to_string());
+    out.push_str(",\"at\":\"");
+    out.push_str(&at);
+    out.push_str("\",\"");
+    out.push_str(field);
+    out.push_str("\":\"");
+    BASE64.encode_string(bytes, &mut out);
+    out.push_str("\"}");
+    Ok(out)
 }
-
-/// Appends the JSON serde writes for `snapshot` (its `Serialize`, through `serde_json`'s compact
-/// writer), byte for byte, with the metric names copied from [`METRIC_KEYS`] rather than escaped
-/// one by one: a snapshot row is written every cycle of every job, and writing the names as map
-/// keys was over 40 % of its encoding. The numbers are written by the snapshot's own number
-/// serializer, the vertex ids (which come from Flink and may need escaping) by serde_json.
-fn write_snapshot(out: &mut Vec<u8>, snapshot: &SharedSnapshot) -> serde_json::Result<()> {
-    out.extend_from_slice(b"{\"vertexMetrics\":{");
-    for (i, (id, values)) in snapshot.vertices().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        serde_json::to_writer(&mut *out, id.as_str())?;
-        out.push(b':');
-        write_metric_values(out, &values)?;
-    }
-    out.extend_from_slice(b"},\"globalMetrics\":");
-    write_metric_values(out, &snapshot.global())?;
-    out.push(b'}');
-    Ok(())
-}
-
-/// Appends the JSON map serde writes for `values` (see [`write_snapshot`]).
-fn write_metric_values(out: &mut Vec<u8>, values: &MetricValues) -> serde_json::Result<()> {
-    out.push(b'{');
-    for (i, (metric, value)) in values.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(METRIC_KEYS[metric.index()].as_bytes());
-        autoscaler_metrics::json_number::serialize(&value, &mut serde_json::Serializer::new(&mut *out))?;
-    }
-    out.push(b'}');
-    Ok(())
-}
-
-/// Each metric's map key as serde writes it, with the colon after it (`"LOAD":`), in
-/// [`ScalingMetric::ALL`] order, so at [`ScalingMetric::index`]: the metric's serde name is its
-/// [`ScalingMetric::name`], which needs no escaping (the test `metric_keys_are_what_serde_writes`
-/// holds the two together).
-static METRIC_KEYS: std::sync::LazyLock<[String; METRIC_COUNT]> =
-    std::sync::LazyLock::new(|| ScalingMetric::ALL.map(|metric| format!("\"{}\":", metric.name())));
 
 /// An earlier release's snapshot row's value (its instant is in the row's `state_type`).
 pub(crate) fn decode_snapshot(text: &str) -> Result<CollectedMetrics, StateError> {
     decode_value(StateType::CollectedMetrics, text)
 }
 
-/// A window row's value: the instant it names and its snapshot.
+/// A window row's value: the instant it names and its snapshot, packed (version 2) or as JSON
+/// (version 1).
 pub(crate) fn decode_slot(text: &str) -> Result<(DateTime<Utc>, CollectedMetrics), StateError> {
     let state_type = StateType::CollectedMetrics;
-    let (at, snapshot) = decode_envelope(state_type, text)?;
+    let mut envelope = read_envelope(state_type, text)?;
+    let at = envelope.at.take();
+    let packed = match (envelope.packed.take(), envelope.packed_gzip.take()) {
+        (None, None) => None,
+        (Some(packed), None) => Some(
+            BASE64
+                .decode(packed.as_bytes())
+                .map_err(|e| serialization_error(state_type, format!("bad base64 in `packed`: {e}")))?,
+        ),
+        (None, Some(compressed)) => Some(
+            gunzip_base64(&compressed, MAX_DECOMPRESSED_STATE_BYTES)
+                .map_err(|e| serialization_error(state_type, format!("in `packedGzip`: {e}")))?,
+        ),
+        (Some(_), Some(_)) => {
+            return Err(serialization_error(
+                state_type,
+                "a window row holds one of `packed` and `packedGzip`",
+            ));
+        }
+    };
+    let snapshot = match packed {
+        Some(bytes) => {
+            if envelope.v < 2 || envelope.state.is_some() || envelope.gzip.is_some() {
+                return Err(serialization_error(
+                    state_type,
+                    "a packed window row is version 2 or later and holds nothing else",
+                ));
+            }
+            CollectedMetrics::unpack(&bytes).map_err(|e| serialization_error(state_type, e))?
+        }
+        None => json_value(state_type, envelope)?,
+    };
     let at = at.ok_or_else(|| serialization_error(state_type, "the window row names no instant (`at`)"))?;
     let at = DateTime::parse_from_rfc3339(&at).map_err(|e| {
         // The row's text, echoed in the error (and a log line): its first characters only.
@@ -343,6 +353,23 @@ pub(crate) fn decode_slot(text: &str) -> Result<(DateTime<Utc>, CollectedMetrics
         serialization_error(state_type, format!("bad instant `at` ({shown:?}): {e}"))
     })?;
     Ok((at.with_timezone(&Utc), snapshot))
+}
+
+/// Decodes a window row's `state_value` (a `collectedMetrics#<slot>` row, any format version this
+/// release reads) and drops it: tells whether the row is readable, as a store's load would find
+/// it.
+///
+/// ```
+/// use autoscaler_state::decode_window_row;
+/// assert!(decode_window_row(r#"{"v":1,"at":"2024-05-01T12:00:00Z","state":{"vertexMetrics":{},"globalMetrics":{}}}"#).is_ok());
+/// assert!(decode_window_row(r#"{"v":2,"at":"2024-05-01T12:00:00Z","packed":"AQAAAAAAAAAAAAAA"}"#).is_ok());
+/// assert!(decode_window_row(r#"{"v":2,"at":"2024-05-01T12:00:00Z","packed":"AgAA"}"#).is_err());
+/// ```
+///
+/// # Errors
+/// [`StateError::Serialization`] naming what is wrong.
+pub fn decode_window_row(text: &str) -> Result<(), StateError> {
+    decode_slot(text).map(drop)
 }
 
 /// What the window index row holds: a generation unique to one flush, and how many snapshot
@@ -363,14 +390,14 @@ pub(crate) fn encode_window_index(generation: &str, snapshots: usize) -> Result<
 }
 
 fn decode_value<T: DeserializeOwned>(state_type: StateType, text: &str) -> Result<T, StateError> {
-    decode_envelope(state_type, text).map(|(_, value)| value)
+    json_value(state_type, read_envelope(state_type, text)?)
 }
 
-/// The envelope's instant (`at`, if it names one) and value.
-fn decode_envelope<T: DeserializeOwned>(state_type: StateType, text: &str) -> Result<(Option<String>, T), StateError> {
+/// The envelope of `text`, of a version this release reads.
+fn read_envelope(state_type: StateType, text: &str) -> Result<EnvelopeIn<'_>, StateError> {
     let envelope: EnvelopeIn<'_> = serde_json::from_str(text)
         .map_err(|e| serialization_error(state_type, format!("not a state envelope: {e}")))?;
-    // Version 1 is the only one so far; a newer one means a newer release wrote the row.
+    // A newer version means a newer release wrote the row.
     if envelope.v == 0 || envelope.v > FORMAT_VERSION {
         return Err(serialization_error(
             state_type,
@@ -380,21 +407,29 @@ fn decode_envelope<T: DeserializeOwned>(state_type: StateType, text: &str) -> Re
             ),
         ));
     }
-    let value = match (envelope.state, envelope.gzip) {
-        (Some(raw), None) => serde_json::from_str(raw.get()).map_err(|e| serialization_error(state_type, e))?,
+    Ok(envelope)
+}
+
+/// The JSON value an envelope holds, plain or compressed.
+fn json_value<T: DeserializeOwned>(state_type: StateType, envelope: EnvelopeIn<'_>) -> Result<T, StateError> {
+    if envelope.packed.is_some() || envelope.packed_gzip.is_some() {
+        return Err(serialization_error(
+            state_type,
+            "only a window row holds a packed snapshot",
+        ));
+    }
+    match (envelope.state, envelope.gzip) {
+        (Some(raw), None) => serde_json::from_str(raw.get()).map_err(|e| serialization_error(state_type, e)),
         (None, Some(compressed)) => {
             let json = gunzip_base64(&compressed, MAX_DECOMPRESSED_STATE_BYTES)
                 .map_err(|e| serialization_error(state_type, e))?;
-            serde_json::from_slice(&json).map_err(|e| serialization_error(state_type, e))?
+            serde_json::from_slice(&json).map_err(|e| serialization_error(state_type, e))
         }
-        _ => {
-            return Err(serialization_error(
-                state_type,
-                "the envelope must hold exactly one of `state` and `gzip`",
-            ));
-        }
-    };
-    Ok((envelope.at, value))
+        _ => Err(serialization_error(
+            state_type,
+            "the envelope must hold exactly one of `state` and `gzip`",
+        )),
+    }
 }
 
 fn gzip_base64(bytes: &[u8]) -> std::io::Result<String> {
@@ -440,6 +475,7 @@ pub fn decode_state_value(state_type: StateType, text: &str) -> Result<(), State
 mod tests {
     use super::*;
     use autoscaler_core::ScalingRecord;
+    use autoscaler_metrics::{MetricValues, ScalingMetric};
     use chrono::{TimeZone, Utc};
     use std::time::Duration;
 
@@ -500,14 +536,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn metric_keys_are_what_serde_writes() {
-        for metric in ScalingMetric::ALL {
-            let key = serde_json::to_string(&metric).unwrap() + ":";
-            assert_eq!(METRIC_KEYS[metric.index()], key, "{metric:?}");
-        }
-    }
-
     /// A number as a snapshot may hold it: whole, fractional, tiny, huge, negative, non-finite.
     fn any_value() -> impl proptest::strategy::Strategy<Value = f64> {
         use proptest::prelude::*;
@@ -529,14 +557,14 @@ mod tests {
     }
 
     proptest::proptest! {
-        // A snapshot row is byte for byte what serializing the snapshot with serde writes, plain
-        // or compressed: the metric names copied from the table change nothing.
+        // A window row reads back as its instant and the snapshot (as serde writes both, so NaN
+        // and infinities compare), written without building the snapshot's maps.
         #[test]
-        fn snapshot_rows_are_what_serde_writes(
+        fn window_rows_read_back(
             snapshots in proptest::collection::vec(
                 (
                     proptest::collection::btree_map(
-                        // Plain Flink ids, and ids that need escaping.
+                        // Plain Flink ids, and ids that need escaping in JSON.
                         proptest::prop_oneof!["[0-9a-f]{32}", ".{0,6}", "[\"\\\\\u{0}-\u{1f}\u{7f}é💡]{1,4}"],
                         any_metric_values(),
                         0..5,
@@ -545,13 +573,14 @@ mod tests {
                 ),
                 1..4,
             ),
-            threshold in proptest::prop_oneof![proptest::strategy::Just(DEFAULT_COMPRESSION_THRESHOLD), 0usize..600],
+            nanos in 0u32..1_000_000_000,
+            threshold in proptest::prop_oneof![proptest::strategy::Just(DEFAULT_COMPRESSION_THRESHOLD), 0usize..200],
         ) {
             let history: MetricHistory = snapshots
                 .into_iter()
                 .enumerate()
                 .map(|(i, (vertices, global))| {
-                    let at = Utc.timestamp_opt(1_700_000_000 + i as i64 * 10, 0).unwrap();
+                    let at = Utc.timestamp_opt(1_700_000_000 + i as i64 * 10, nanos).unwrap();
                     let vertex_metrics = vertices
                         .into_iter()
                         .map(|(id, values)| (autoscaler_metrics::VertexId::from(id.as_str()), values))
@@ -559,19 +588,99 @@ mod tests {
                     (at, CollectedMetrics { vertex_metrics, global_metrics: global })
                 })
                 .collect();
+            let mut buffer = Vec::new();
             for (at, snapshot) in history.shared() {
-                let by_serde = encode_value(StateType::CollectedMetrics, snapshot, threshold).unwrap();
-                // The same, with the instant after the version.
+                let row = encode_snapshot(at, snapshot, threshold, &mut buffer).unwrap();
                 let at_text = at.to_rfc3339_opts(SecondsFormat::Nanos, true);
-                let by_serde = by_serde.replacen("{\"v\":1,", &format!("{{\"v\":1,\"at\":\"{at_text}\","), 1);
-                let row = encode_snapshot(at, snapshot, threshold).unwrap();
-                proptest::prop_assert_eq!(&row, &by_serde);
+                let field = if buffer.len() >= threshold { "packedGzip" } else { "packed" };
+                proptest::prop_assert!(row.starts_with(&format!("{{\"v\":2,\"at\":\"{at_text}\",\"{field}\":\"")), "{}", row);
                 let (read_at, read) = decode_slot(&row).unwrap();
                 proptest::prop_assert_eq!(read_at, at);
                 proptest::prop_assert_eq!(serde_json::to_string(&read).unwrap(), serde_json::to_string(snapshot).unwrap());
                 proptest::prop_assert!(!snapshot.is_expanded());
+                // The JSON of version 1, as the release before wrote it, reads the same.
+                let v1 = format!(
+                    "{{\"v\":1,\"at\":\"{at_text}\",\"state\":{}}}",
+                    serde_json::to_string(snapshot).unwrap()
+                );
+                let (v1_at, v1_read) = decode_slot(&v1).unwrap();
+                proptest::prop_assert_eq!(v1_at, at);
+                proptest::prop_assert_eq!(serde_json::to_string(&v1_read).unwrap(), serde_json::to_string(&read).unwrap());
             }
         }
+    }
+
+    #[test]
+    fn a_packed_row_is_a_third_of_its_json() {
+        let vertex_metrics = (0..10u32)
+            .map(|k| {
+                let mut values = MetricValues::new();
+                values.insert(ScalingMetric::Load, f64::from(k * 37) / 1000.0);
+                values.insert(ScalingMetric::NumRecordsInPerSecond, 1234.5678 + f64::from(k));
+                values.insert(ScalingMetric::NumRecordsIn, 1_000_000.0 * f64::from(k + 1));
+                values.insert(ScalingMetric::NumRecordsOut, 990_000.0 * f64::from(k + 1));
+                values.insert(ScalingMetric::AccumulatedBusyTime, 129_921.0);
+                values.insert(ScalingMetric::Parallelism, 4.0);
+                values.insert(ScalingMetric::MaxParallelism, 128.0);
+                (
+                    autoscaler_metrics::VertexId::from(format!("{:032x}", u128::from(k) << 64 | 0xabc)),
+                    values,
+                )
+            })
+            .collect();
+        let snapshot = CollectedMetrics {
+            vertex_metrics,
+            global_metrics: MetricValues::new(),
+        };
+        let at = Utc.timestamp_opt(1_700_000_000, 0).unwrap();
+        let history: MetricHistory = [(at, snapshot.clone())].into_iter().collect();
+        let (_, shared) = history.shared().next().unwrap();
+        let row = encode_snapshot(at, shared, DEFAULT_COMPRESSION_THRESHOLD, &mut Vec::new()).unwrap();
+        let json = encode_value(StateType::CollectedMetrics, &snapshot, usize::MAX).unwrap();
+        assert!(
+            row.len() * 3 < json.len(),
+            "packed {} bytes, JSON {}",
+            row.len(),
+            json.len()
+        );
+    }
+
+    #[test]
+    fn bad_packed_rows_are_typed_errors() {
+        let at = r#""at":"2024-05-01T12:00:00Z""#;
+        let empty = "AQAAAAAAAAAAAAAA";
+        assert!(decode_slot(&format!(r#"{{"v":2,{at},"packed":"{empty}"}}"#)).is_ok());
+        for (row, problem) in [
+            (format!(r#"{{"v":1,{at},"packed":"{empty}"}}"#), "version 2 or later"),
+            (
+                format!(r#"{{"v":2,{at},"packed":"{empty}","state":{{}}}}"#),
+                "holds nothing else",
+            ),
+            (format!(r#"{{"v":2,{at},"packed":"!!"}}"#), "bad base64 in `packed`"),
+            (
+                format!(r#"{{"v":2,{at},"packedGzip":"!!"}}"#),
+                "in `packedGzip`: bad base64",
+            ),
+            (
+                format!(r#"{{"v":2,{at},"packed":"{empty}","packedGzip":"{empty}"}}"#),
+                "one of `packed` and `packedGzip`",
+            ),
+            (
+                format!(r#"{{"v":2,{at},"packed":"AgAA"}}"#),
+                "layout version 2 is not readable",
+            ),
+            (format!(r#"{{"v":2,"packed":"{empty}"}}"#), "names no instant"),
+            (format!(r#"{{"v":3,{at},"packed":"{empty}"}}"#), "format version 3"),
+        ] {
+            let err = decode_slot(&row).unwrap_err().to_string();
+            assert!(err.contains(problem), "{row}: {err}");
+            assert!(decode_window_row(&row).is_err());
+        }
+        // Only a window row holds a packed snapshot.
+        let err = StateValue::decode(StateType::CollectedMetrics, &format!(r#"{{"v":2,"packed":"{empty}"}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("only a window row holds a packed snapshot"), "{err}");
     }
 
     #[test]
@@ -628,8 +737,8 @@ mod tests {
 
     #[test]
     fn newer_or_garbage_versions_are_typed_errors() {
-        let err = StateValue::decode(StateType::ScalingTracking, r#"{"v":2,"state":{}}"#).unwrap_err();
-        assert!(err.to_string().contains("format version 2"), "{err}");
+        let err = StateValue::decode(StateType::ScalingTracking, r#"{"v":3,"state":{}}"#).unwrap_err();
+        assert!(err.to_string().contains("format version 3"), "{err}");
         assert!(StateValue::decode(StateType::ScalingTracking, "not json").is_err());
         assert!(StateValue::decode(StateType::ScalingTracking, r#"{"v":1}"#).is_err());
         assert!(StateValue::decode(StateType::ScalingTracking, r#"{"v":1,"gzip":"!!"}"#).is_err());
