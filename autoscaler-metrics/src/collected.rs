@@ -246,7 +246,7 @@ impl SharedSnapshot {
     }
 
     /// Appends the snapshot's packed form to `out`: the bytes a state store keeps for it, about
-    /// a third of its JSON, written from the compact snapshot with its columns copied as they are
+    /// a fifth of its JSON, written from the compact snapshot with its columns copied as they are
     /// (see [`PACKED_LAYOUT`](crate::PACKED_LAYOUT) for the layout).
     /// [`CollectedMetrics::unpack`] reads it back, bit for bit.
     ///

@@ -344,7 +344,7 @@ impl<'a> Reader<'a> {
     /// A count of items of at least `min_bytes` each, no more than the bytes left can hold.
     fn count(&mut self, what: &str, min_bytes: usize) -> Result<usize, PackedSnapshotError> {
         let start = self.at;
-        let n = self.varint(what)?;
+        let n = self.varint(&format!("the count of {what}"))?;
         let left = self.bytes.len() - self.at;
         match usize::try_from(n) {
             Ok(n) if n <= left / min_bytes => Ok(n),
@@ -642,7 +642,7 @@ mod tests {
         // Zero written in two bytes.
         assert_eq!(
             problem(&[PACKED_LAYOUT, 0x80, 0x00]),
-            "packed snapshot, byte 1: vertex ids is written with more bytes than it needs"
+            "packed snapshot, byte 1: the count of vertex ids is written with more bytes than it needs"
         );
         assert!(
             problem(&[

@@ -109,10 +109,10 @@
 //! long collected-metrics history), `{"v":1,"gzip":"<base64 of the gzipped JSON>"}`. A window
 //! row names its snapshot's instant after the version and holds the snapshot packed (format
 //! version 2): `{"v":2,"at":"2024-05-01T12:00:00.000000000Z","packed":"<base64>"}`, the bytes of
-//! [`autoscaler_metrics::PACKED_LAYOUT`], bit for bit and about a third of the snapshot's JSON
-//! (a 10-vertex snapshot is about 700 bytes so, against 2.2 KB, and rows that small share the
-//! database's pages). Releases before version 2 wrote window rows as JSON,
-//! `{"v":1,"at":...,"state":...}`; they still load. [`FORMAT_VERSION`] is the newest version;
+//! [`autoscaler_metrics::PACKED_LAYOUT`], bit for bit (a 10-vertex snapshot's row is about 600
+//! bytes so, against 2.2 KB of JSON, and rows that small share the database's pages); packed
+//! bytes past the compression threshold are gzipped (`"packedGzip"`). Releases before version 2
+//! wrote window rows as JSON, `{"v":1,"at":...,"state":...}`; they still load. [`FORMAT_VERSION`] is the newest version;
 //! every release reads every older version (`tests/fixtures/format-v1` and
 //! `tests/fixtures/format-v1-slots` hold rows of version 1, `tests/fixtures/format-v2-slots` of
 //! version 2, that the tests load), and a newer version is a typed
