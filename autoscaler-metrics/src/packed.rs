@@ -55,6 +55,10 @@ pub struct PackedSnapshotError {
 /// Bit 7 of a value's metric byte: the value is an integer, written as a varint.
 const INTEGER: u8 = 0x80;
 
+// Every metric's index fits below bit 7 of a value's metric byte, and below bit 32 of a `u32`
+// present set (which the reader shifts by the metric count).
+const _: () = assert!(METRIC_COUNT < 32);
+
 /// Integers of at most this magnitude are all exact `f64`s.
 const EXACT_INTEGERS: u64 = 1 << 53;
 
@@ -273,7 +277,7 @@ fn exact_integer(value: f64) -> Option<i64> {
 }
 
 fn write_value(out: &mut Vec<u8>, metric: ScalingMetric, value: f64) {
-    // Every metric's index is below 32 (the present sets are `u32`s), so bit 7 is free.
+    // Every metric's index is below 32 (asserted above), so bit 7 is free.
     let index = metric.index() as u8;
     match exact_integer(value) {
         Some(m) => {
