@@ -276,23 +276,16 @@ pub(crate) fn encode_snapshot(
 ) -> Result<String, StateError> {
     packed.clear();
     snapshot.pack(packed);
-    let compressed = if packed.len() >= compression_threshold {
-        let mut encoder = GzEncoder::new(Vec::with_capacity(packed.len() / 4), Compression::fast());
-        encoder
-            .write_all(packed)
-            .and_then(|()| encoder.finish())
-            .map(Some)
-            .map_err(|e| serialization_error(StateType::CollectedMetrics, e))?
+    let (field, base64) = if packed.len() >= compression_threshold {
+        let gzipped = gzip_base64(packed).map_err(|e| serialization_error(StateType::CollectedMetrics, e))?;
+        ("packedGzip", Some(gzipped))
     } else {
-        None
-    };
-    let (field, bytes) = match &compressed {
-        Some(gzipped) => ("packedGzip", gzipped.as_slice()),
-        None => ("packed", packed.as_slice()),
+        ("packed", None)
     };
     // `"at"` is RFC 3339 (no character JSON escapes) and base64 needs no escaping either.
     let at = at.to_rfc3339_opts(SecondsFormat::Nanos, true);
-    let mut out = String::with_capacity(48 + at.len() + bytes.len().div_ceil(3) * 4);
+    let length = base64.as_ref().map_or(packed.len().div_ceil(3) * 4, String::len);
+    let mut out = String::with_capacity(48 + at.len() + length);
     out.push_str("{\"v\":");
     out.push_str(&FORMAT_VERSION.to_string());
     out.push_str(",\"at\":\"");
@@ -300,7 +293,10 @@ pub(crate) fn encode_snapshot(
     out.push_str("\",\"");
     out.push_str(field);
     out.push_str("\":\"");
-    BASE64.encode_string(bytes, &mut out);
+    match base64 {
+        Some(gzipped) => out.push_str(&gzipped),
+        None => BASE64.encode_string(&*packed, &mut out),
+    }
     out.push_str("\"}");
     Ok(out)
 }
