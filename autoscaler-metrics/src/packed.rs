@@ -116,35 +116,8 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<CollectedMetrics, PackedSnapshotErr
             format!("layout version {layout} is not readable (this release reads {PACKED_LAYOUT})"),
         ));
     }
-    // Every id takes at least its length's byte.
-    let n = r.count("vertex ids", 1)?;
-    let mut ids: Vec<String> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let start = r.at;
-        let header = r.varint("a vertex id's length")?;
-        let len = usize::try_from(header >> 1).unwrap_or(usize::MAX);
-        let raw = r.take(len, "a vertex id")?;
-        let id = if header & 1 == 1 {
-            if raw.is_empty() {
-                return Err(r.error_at(start, "an empty hexadecimal vertex id"));
-            }
-            raw.iter()
-                .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
-                .map(char::from)
-                .collect()
-        } else {
-            let text =
-                std::str::from_utf8(raw).map_err(|e| r.error_at(start, format!("a vertex id is not UTF-8: {e}")))?;
-            if is_lower_hex(raw) {
-                return Err(r.error_at(start, "a hexadecimal vertex id written as text"));
-            }
-            text.to_owned()
-        };
-        if ids.last().is_some_and(|last| *last >= id) {
-            return Err(r.error_at(start, format!("vertex id {id:?} is not after the one before it")));
-        }
-        ids.push(id);
-    }
+    let ids = read_ids(&mut r)?;
+    let n = ids.len();
     let mut present = Vec::with_capacity(n);
     for _ in 0..n {
         let start = r.at;
@@ -243,6 +216,40 @@ pub(crate) fn unpack(bytes: &[u8]) -> Result<CollectedMetrics, PackedSnapshotErr
         vertex_metrics,
         global_metrics,
     })
+}
+
+/// The vertex ids (layout item 2): each checked, and strictly ascending.
+fn read_ids(r: &mut Reader<'_>) -> Result<Vec<String>, PackedSnapshotError> {
+    // Every id takes at least its length's byte.
+    let n = r.count("vertex ids", 1)?;
+    let mut ids: Vec<String> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = r.at;
+        let header = r.varint("a vertex id's length")?;
+        let len = usize::try_from(header >> 1).unwrap_or(usize::MAX);
+        let raw = r.take(len, "a vertex id")?;
+        let id = if header & 1 == 1 {
+            if raw.is_empty() {
+                return Err(r.error_at(start, "an empty hexadecimal vertex id"));
+            }
+            raw.iter()
+                .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]])
+                .map(char::from)
+                .collect()
+        } else {
+            let text =
+                std::str::from_utf8(raw).map_err(|e| r.error_at(start, format!("a vertex id is not UTF-8: {e}")))?;
+            if is_lower_hex(raw) {
+                return Err(r.error_at(start, "a hexadecimal vertex id written as text"));
+            }
+            text.to_owned()
+        };
+        if ids.last().is_some_and(|last| *last >= id) {
+            return Err(r.error_at(start, format!("vertex id {id:?} is not after the one before it")));
+        }
+        ids.push(id);
+    }
+    Ok(ids)
 }
 
 /// The lowercase hexadecimal digits, by value.

@@ -30,6 +30,10 @@ pub const FORMAT_VERSION: u32 = 2;
 /// The version of the envelope of every state but the window rows (see [`FORMAT_VERSION`]).
 const JSON_FORMAT_VERSION: u32 = 1;
 
+/// The version that introduced packed window rows, which this release writes them as.
+const PACKED_FORMAT_VERSION: u32 = 2;
+const _: () = assert!(PACKED_FORMAT_VERSION <= FORMAT_VERSION);
+
 /// Serialized states at least this long are gzip-compressed by default (a full collected-metrics
 /// history is the only state that usually gets there).
 pub const DEFAULT_COMPRESSION_THRESHOLD: usize = 64 * 1024;
@@ -286,13 +290,11 @@ pub(crate) fn encode_snapshot(
     let at = at.to_rfc3339_opts(SecondsFormat::Nanos, true);
     let length = base64.as_ref().map_or(packed.len().div_ceil(3) * 4, String::len);
     let mut out = String::with_capacity(48 + at.len() + length);
-    out.push_str("{\"v\":");
-    out.push_str(&FORMAT_VERSION.to_string());
-    out.push_str(",\"at\":\"");
-    out.push_str(&at);
-    out.push_str("\",\"");
-    out.push_str(field);
-    out.push_str("\":\"");
+    std::fmt::Write::write_fmt(
+        &mut out,
+        format_args!("{{\"v\":{PACKED_FORMAT_VERSION},\"at\":\"{at}\",\"{field}\":\""),
+    )
+    .map_err(|e| serialization_error(StateType::CollectedMetrics, e))?;
     match base64 {
         Some(gzipped) => out.push_str(&gzipped),
         None => BASE64.encode_string(&*packed, &mut out),
@@ -332,7 +334,7 @@ pub(crate) fn decode_slot(text: &str) -> Result<(DateTime<Utc>, CollectedMetrics
     };
     let snapshot = match packed {
         Some(bytes) => {
-            if envelope.v < 2 || envelope.state.is_some() || envelope.gzip.is_some() {
+            if envelope.v < PACKED_FORMAT_VERSION || envelope.state.is_some() || envelope.gzip.is_some() {
                 return Err(serialization_error(
                     state_type,
                     "a packed window row is version 2 or later and holds nothing else",

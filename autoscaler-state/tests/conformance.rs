@@ -533,7 +533,7 @@ async fn a_whole_window_row_is_migrated_to_snapshot_rows(db: &TestDb) {
         return;
     }
     open(db).await; // creates the tables
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1");
+    let dir = fixture_dir("format-v1");
     let legacy = std::fs::read_to_string(dir.join("collectedMetrics-gzip.json")).unwrap();
     db.insert_state_row("old-job", "collectedMetrics", legacy.trim_end())
         .await;
@@ -599,7 +599,7 @@ async fn format_v1_fixture_still_loads(db: &TestDb) {
         return;
     }
     open(db).await; // creates the tables
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1");
+    let dir = fixture_dir("format-v1");
     for state_type in [
         "scalingHistory",
         "scalingTracking",
@@ -641,7 +641,7 @@ fn slid_window() -> MetricHistory {
 /// Inserts the rows of `tests/fixtures/<dir>/rows.json` (`[state_type, state_value]` pairs) as
 /// job `job`'s.
 async fn insert_fixture_rows(db: &TestDb, dir: &str, job: &str) -> usize {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{dir}/rows.json"));
+    let path = fixture_dir(dir).join("rows.json");
     let rows: Vec<(String, String)> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     for (state_type, value) in &rows {
         db.insert_state_row(job, state_type, value).await;
@@ -692,18 +692,32 @@ async fn slot_rows_of_every_version_load(db: &TestDb) {
 }
 per_backend!(slot_rows_of_every_version_load);
 
-// Writes the slot-row fixture of the current format version, by hand only, when the format
-// version changes (then add a new directory, never rewrite an old one):
-// `cargo test -p autoscaler-state --test conformance write_slot_fixture -- --ignored`.
-#[test]
-#[ignore = "a fixture writer, not a test: run by hand with --ignored when the format version changes"]
-fn write_slot_fixture() {
+/// `tests/fixtures/<name>` of this crate.
+fn fixture_dir(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Runs the fixture writer `write` on a fresh SQLite database and a store open on it.
+fn write_fixture_with(write: impl AsyncFnOnce(&TestDb, &AnyStateStore)) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let db = TestDb::new(Kind::Sqlite).await.unwrap();
         let store = AnyStateStore::open_with(&db.url, &StoreOptions::default())
             .await
             .unwrap();
+        write(&db, &store).await;
+    });
+}
+
+// Writes the slot-row fixture of the current format version, by hand only, when the format
+// version changes (then add a new directory, never rewrite an old one):
+// `cargo test -p autoscaler-state --test conformance write_slot_fixture -- --ignored`.
+#[test]
+#[ignore = "a fixture writer, not a test: run by hand with --ignored when the format version changes"]
+fn write_slot_fixture() {
+    write_fixture_with(async |db, store| {
         let c = ctx("fixture-slots");
         store
             .store_collected_metrics(&c, &common::metric_history(7, 20))
@@ -713,10 +727,7 @@ fn write_slot_fixture() {
         store.store_collected_metrics(&c, &slid_window()).await.unwrap();
         store.flush(&c).await.unwrap();
         let rows = db.state_rows("fixture-slots").await;
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
-            "tests/fixtures/format-v{}-slots",
-            autoscaler_state::FORMAT_VERSION
-        ));
+        let dir = fixture_dir(&format!("format-v{}-slots", autoscaler_state::FORMAT_VERSION));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("rows.json"),
@@ -732,12 +743,8 @@ fn write_slot_fixture() {
 #[test]
 #[ignore = "a fixture writer, not a test: run by hand with --ignored when the format version changes"]
 fn write_fixtures() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let db = TestDb::new(Kind::Sqlite).await.unwrap();
-        let options = StoreOptions::default();
-        let store = AnyStateStore::open_with(&db.url, &options).await.unwrap();
-        store_all(&store, &ctx("fixture-job"), &sample(4)).await;
+    write_fixture_with(async |db, store| {
+        store_all(store, &ctx("fixture-job"), &sample(4)).await;
         store.flush(&ctx("fixture-job")).await.unwrap();
         let c = ctx("fixture-gzip");
         store
@@ -745,7 +752,7 @@ fn write_fixtures() {
             .await
             .unwrap();
         store.flush(&c).await.unwrap();
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1");
+        let dir = fixture_dir("format-v1");
         std::fs::create_dir_all(&dir).unwrap();
         for (state_type, value) in db.state_rows("fixture-job").await {
             std::fs::write(dir.join(format!("{state_type}.json")), value + "\n").unwrap();
