@@ -160,10 +160,13 @@ fn new_generation() -> String {
 }
 
 impl JobView {
-    /// A view of rows just read from the database: each decodable row is UP_TO_DATE; a row that does
-    /// not decode is dropped and marked NEEDS_DELETE, logging why (the reference discards an
-    /// undeserializable state the same way, `testDiscardInvalidHistory`).
-    pub(crate) fn from_rows(job_key: &str, rows: impl IntoIterator<Item = (String, String)>) -> Self {
+    /// A view of rows just read from the database, and how many rows it discarded: each decodable
+    /// row is UP_TO_DATE; a row that does not decode is dropped and marked NEEDS_DELETE, logging
+    /// why (the reference discards an undeserializable state the same way,
+    /// `testDiscardInvalidHistory`). The caller counts the discarded rows in
+    /// [`STATE_ROWS_DISCARDED`](crate::STATE_ROWS_DISCARDED).
+    pub(crate) fn from_rows(job_key: &str, rows: impl IntoIterator<Item = (String, String)>) -> (Self, u64) {
+        let mut discarded = 0;
         let mut slots = BTreeMap::new();
         let mut window = StoredWindow::default();
         let mut snapshots: Vec<(DateTime<Utc>, CollectedMetrics)> = Vec::new();
@@ -202,6 +205,7 @@ impl JobView {
                     // (the index no longer matches what is cached), which deletes the row.
                     Err(error) => {
                         tracing::error!(job_key, state_type = %identifier, %error, "discarding a state row that cannot be read");
+                        discarded += 1;
                         unreadable_window_row = true;
                     }
                 }
@@ -224,6 +228,7 @@ impl JobView {
                 },
                 Err(error) => {
                     tracing::error!(job_key, %state_type, %error, "discarding a state row that cannot be read");
+                    discarded += 1;
                     Slot {
                         value: None,
                         state: FlushState::NeedsDelete,
@@ -279,11 +284,12 @@ impl JobView {
                 },
             );
         }
-        JobView {
+        let view = JobView {
             slots,
             window,
             stale_rows,
-        }
+        };
+        (view, discarded)
     }
 
     pub(crate) fn get(&self, state_type: StateType) -> Option<&StateValue> {
@@ -678,7 +684,8 @@ mod tests {
     fn slot_rows_read_back_in_time_order_with_their_slots() {
         let index = (WINDOW_INDEX.to_owned(), "i".to_owned());
         let rows = vec![slot_row(7, t(20)), slot_row(0, t(30)), slot_row(3, t(10)), index];
-        let mut view = JobView::from_rows("job", rows);
+        let (mut view, discarded) = JobView::from_rows("job", rows);
+        assert_eq!(discarded, 0);
         assert_eq!(view.window.slot_numbers, vec![3, 7, 0]);
         assert_eq!(view.window.index.as_deref(), Some("i"));
         let Some(StateValue::CollectedMetrics(history)) = view.get(StateType::CollectedMetrics) else {
@@ -721,7 +728,8 @@ mod tests {
             slot_row(0, t(20)),
             (WINDOW_INDEX.to_owned(), "i".to_owned()),
         ];
-        let mut view = JobView::from_rows("job", rows);
+        let (mut view, discarded) = JobView::from_rows("job", rows);
+        assert_eq!(discarded, 0, "an earlier release's row is read, not discarded");
         let Some(StateValue::CollectedMetrics(read)) = view.get(StateType::CollectedMetrics).cloned() else {
             panic!("a window");
         };
@@ -745,7 +753,7 @@ mod tests {
     fn a_second_row_naming_the_same_instant_is_trimmed_and_its_slot_reused() {
         let index = (WINDOW_INDEX.to_owned(), "i".to_owned());
         let rows = vec![slot_row(0, t(10)), slot_row(1, t(10)), slot_row(2, t(20)), index];
-        let mut view = JobView::from_rows("job", rows);
+        let (mut view, _) = JobView::from_rows("job", rows);
         assert_eq!(view.window.slot_numbers, vec![0, 1, 2]);
         let Some(StateValue::CollectedMetrics(history)) = view.get(StateType::CollectedMetrics).cloned() else {
             panic!("a window");
@@ -870,7 +878,8 @@ mod tests {
             ("collectedMetrics#1".to_owned(), r#"{"v":1,"state":{}}"#.to_owned()),
             (WINDOW_INDEX.to_owned(), "i".to_owned()),
         ];
-        let view = JobView::from_rows("job", rows);
+        let (view, discarded) = JobView::from_rows("job", rows);
+        assert_eq!(discarded, 1);
         assert_eq!(
             view.window.index, None,
             "no instant: the row is dropped, the index forgotten"
@@ -908,7 +917,11 @@ mod tests {
             ("configOverrides".to_owned(), changes("x").encode(usize::MAX).unwrap()),
             ("someFutureType".to_owned(), "{}".to_owned()),
         ];
-        let view = JobView::from_rows("job", rows);
+        let (view, discarded) = JobView::from_rows("job", rows);
+        assert_eq!(
+            discarded, 1,
+            "the broken row; a row of an unknown type is ignored, not discarded"
+        );
         assert!(view.get(StateType::ScalingHistory).is_none());
         assert_eq!(view.flush_state(StateType::ScalingHistory), FlushState::NeedsDelete);
         assert_eq!(view.get(StateType::ConfigOverrides), Some(&changes("x")));

@@ -285,6 +285,6 @@ pub use event::{AnyEventHandler, StoredEvent, event_key, open_event_handler};
 pub use lease::{DbJobOwnership, LeaseInfo};
 pub use store::{
     AnyStateStore, InMemoryStateStore, STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_FAILED_REASON,
-    STATE_FLUSH_GROUP_BUCKETS, STATE_FLUSH_GROUP_JOBS, flush_or_warn, open_state_store,
+    STATE_FLUSH_GROUP_BUCKETS, STATE_FLUSH_GROUP_JOBS, STATE_ROWS_DISCARDED, flush_or_warn, open_state_store,
 };
 pub use url::{StateUrl, StoreOptions};

@@ -31,6 +31,12 @@ pub const STATE_FLUSH_GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 
 /// Name of the counter of failed state flushes, labelled like [`STATE_FLUSH_DURATION`].
 pub const STATE_FLUSH_ERRORS: &str = "flink_autoscaler_state_flush_errors_total";
 
+/// Name of the counter of state rows read from the database that could not be decoded and were
+/// discarded (and deleted by the job's next flush), labelled like [`STATE_FLUSH_DURATION`]. A
+/// discarded window row costs the job that snapshot; a discarded scaling history or override
+/// costs what it held, as the reference's discard of an undeserializable state does.
+pub const STATE_ROWS_DISCARDED: &str = "flink_autoscaler_state_rows_discarded_total";
+
 /// Records one database flush in [`STATE_FLUSH_DURATION`] and, when it failed, [`STATE_FLUSH_ERRORS`].
 fn record_flush(store: &'static str, started: Instant, ok: bool) {
     metrics::histogram!(STATE_FLUSH_DURATION, "store" => store).record(started.elapsed().as_secs_f64());
@@ -182,7 +188,13 @@ impl AnyStateStore {
     async fn load(&self, job_key: &str) -> StateResult<JobView> {
         match &self.db {
             None => Ok(JobView::default()),
-            Some(db) => Ok(JobView::from_rows(job_key, db.load_states(job_key).await?)),
+            Some(db) => {
+                let (view, discarded) = JobView::from_rows(job_key, db.load_states(job_key).await?);
+                if discarded > 0 {
+                    metrics::counter!(STATE_ROWS_DISCARDED, "store" => self.url.backend()).increment(discarded);
+                }
+                Ok(view)
+            }
         }
     }
 

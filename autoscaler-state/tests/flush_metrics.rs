@@ -1,14 +1,16 @@
-//! The stores' flush series (`flink_autoscaler_state_flush_*`), recorded through the `metrics`
-//! facade into a local Prometheus recorder: one sample per flush that writes, one failure per
-//! flush that fails, labelled by the backend.
+//! The stores' series (`flink_autoscaler_state_*`), recorded through the `metrics` facade into a
+//! local Prometheus recorder: one sample per flush that writes, one failure per flush that fails,
+//! one count per unreadable row discarded, labelled by the backend.
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
 mod common;
 
 use autoscaler_core::AutoScalerStateStore;
-use autoscaler_state::{STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_GROUP_JOBS, open_state_store};
-use common::{ctx, sample};
+use autoscaler_state::{
+    STATE_FLUSH_DURATION, STATE_FLUSH_ERRORS, STATE_FLUSH_GROUP_JOBS, STATE_ROWS_DISCARDED, open_state_store,
+};
+use common::{Kind, TestDb, ctx, sample};
 use std::time::Duration;
 
 #[test]
@@ -75,4 +77,63 @@ fn database_flushes_are_timed_and_failures_counted() {
         "{text}"
     );
     assert!(!text.contains("store=\"memory\""), "{text}");
+}
+
+// A row that does not decode is discarded on load (the reference's discard of an undeserializable
+// state) and counted: one per row, none for rows that read. The next flush deletes the history's
+// row; the window's is gone once the window is written again (every cycle stores it).
+#[test]
+fn unreadable_rows_are_counted_as_discarded() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let rows = metrics::with_local_recorder(&recorder, || {
+        rt.block_on(async {
+            let run = async {
+                let db = TestDb::new(Kind::Sqlite).await.unwrap();
+                let writer = open_state_store(&db.url).await.unwrap();
+                let c = ctx("job");
+                writer.store_config_changes(&c, &sample(1).changes).await.unwrap();
+                writer.flush(&c).await.unwrap();
+                writer.close().await;
+                db.insert_state_row("job", "scalingHistory", "{broken").await;
+                db.insert_state_row("job", "collectedMetrics#0", r#"{"v":2,"at":"x","packed":"!"}"#)
+                    .await;
+                let reader = open_state_store(&db.url).await.unwrap();
+                assert_eq!(
+                    common::json(&reader.get_config_changes(&c).await.unwrap()),
+                    common::json(&sample(1).changes),
+                    "the readable row is kept"
+                );
+                assert!(reader.get_scaling_history(&c).await.unwrap().is_empty());
+                assert!(reader.get_collected_metrics(&c).await.unwrap().is_empty());
+                reader
+                    .store_collected_metrics(&c, &common::metric_history(1, 1))
+                    .await
+                    .unwrap();
+                reader.flush(&c).await.unwrap();
+                reader.close().await;
+                db.state_rows("job").await
+            };
+            tokio::time::timeout(Duration::from_secs(30), run).await.unwrap()
+        })
+    });
+    let types: Vec<&str> = rows.iter().map(|(state_type, _)| state_type.as_str()).collect();
+    assert_eq!(
+        types,
+        ["collectedMetrics#0", "collectedMetricsIndex", "configOverrides"],
+        "the history's row deleted"
+    );
+    assert!(
+        autoscaler_state::decode_window_row(&rows[0].1).is_ok(),
+        "the window's row rewritten: {rows:?}"
+    );
+    let text = handle.render();
+    assert!(
+        text.contains(&format!("{STATE_ROWS_DISCARDED}{{store=\"sqlite\"}} 2\n")),
+        "{text}"
+    );
 }

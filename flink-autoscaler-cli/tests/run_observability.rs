@@ -289,6 +289,7 @@ fn the_readme_metric_list_names_every_family_a_scrape_serves() {
         r#"flink_autoscaler_rest_request_errors_total{source="prod",method="GET",endpoint="/jobs/overview",kind="timeout"} 0"#.to_owned(),
         r#"flink_autoscaler_rest_request_errors_total{source="prod",method="PUT",endpoint="/jobs/:jobid/resource-requirements",kind="status"} 0"#.to_owned(),
         r#"flink_autoscaler_state_flush_errors_total{store="sqlite"} 0"#.to_owned(),
+        r#"flink_autoscaler_state_rows_discarded_total{store="sqlite"} 0"#.to_owned(),
         r#"flink_autoscaler_source_fetch_errors_total{source="prod"} 0"#.to_owned(),
     ] {
         assert!(scrape.contains(&series), "no {series} in:\n{scrape}");

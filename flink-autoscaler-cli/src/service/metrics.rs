@@ -578,6 +578,13 @@ pub fn catalogue() -> Vec<Family> {
         None,
         "Failed state flushes.",
     ));
+    out.push(family(
+        autoscaler_state::STATE_ROWS_DISCARDED,
+        "counter",
+        "`store`",
+        None,
+        "State rows read from the database that could not be decoded, discarded and deleted by the job's next flush.",
+    ));
     for (name, kind, help) in PROCESS_SERIES {
         out.push(family(name, kind, "", None, help));
     }
@@ -624,14 +631,15 @@ fn is_facade_series(name: &str) -> bool {
         autoscaler_state::STATE_FLUSH_DURATION,
         autoscaler_state::STATE_FLUSH_GROUP_JOBS,
         autoscaler_state::STATE_FLUSH_ERRORS,
+        autoscaler_state::STATE_ROWS_DISCARDED,
         crate::service::config::CONFIG_RELOADS,
     ]
     .contains(&name)
 }
 
 /// Registers every error counter of the `metrics` facade at 0: the REST errors of every route and
-/// kind for each source, and the flush errors of `store` (`sqlite`, `postgres`, `mysql`; `None`
-/// for the in-memory store, which never flushes to a database).
+/// kind for each source, and the flush errors and discarded rows of `store` (`sqlite`, `postgres`,
+/// `mysql`; `None` for the in-memory store, which never reads or writes a database).
 pub fn init_error_counters<'a>(sources: impl IntoIterator<Item = &'a str>, store: Option<&'static str>) {
     use autoscaler_realizer::rest::{REST_REQUEST_ERRORS, ROUTES, RestError};
     for source in sources {
@@ -650,6 +658,7 @@ pub fn init_error_counters<'a>(sources: impl IntoIterator<Item = &'a str>, store
     }
     if let Some(store) = store {
         metrics::counter!(autoscaler_state::STATE_FLUSH_ERRORS, "store" => store).increment(0);
+        metrics::counter!(autoscaler_state::STATE_ROWS_DISCARDED, "store" => store).increment(0);
     }
 }
 
