@@ -434,7 +434,9 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
                         &built
                     }
                 };
-                client.get_into(request, &mut body).await
+                client
+                    .get_read(request, &mut body, crate::rest::read_aggregated_metrics)
+                    .await
             }
             .map_err(failed)?;
             if values.is_empty() && !cached.names().is_empty() {

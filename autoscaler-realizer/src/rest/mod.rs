@@ -20,7 +20,9 @@ pub use model::{
     JobResourceRequirements, JobStatusInfo, JobVertexDetails, JobsOverview, MetricName, MetricValue, ParallelismBounds,
     PlanInput, PlanNode, TaskCounts, VertexIoMetrics, VertexResourceRequirements,
 };
-pub(crate) use model::{AggregatedMetricValueView, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView};
+pub(crate) use model::{
+    AggregatedMetricValueView, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView, read_aggregated_metrics,
+};
 
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
@@ -607,6 +609,18 @@ impl FlinkRestClient {
         request: &PreparedRequest,
         body: &'b mut Vec<u8>,
     ) -> Result<T, RestError> {
+        self.get_read(request, body, serde_json::from_str).await
+    }
+
+    /// [`get_into`](Self::get_into), the body read by `read` when it is UTF-8 (a reader that
+    /// accepts exactly what serde accepts, with serde's errors, such as
+    /// `model::read_aggregated_metrics`); a body that is not UTF-8 is serde's to refuse.
+    pub(crate) async fn get_read<'b, T: Deserialize<'b>>(
+        &self,
+        request: &PreparedRequest,
+        body: &'b mut Vec<u8>,
+        read: fn(&'b str) -> serde_json::Result<T>,
+    ) -> Result<T, RestError> {
         let config = &self.inner.config;
         let route = request.route;
         let mut attempt = 0;
@@ -636,7 +650,7 @@ impl FlinkRestClient {
         // Decoded after the loop, as what it returns borrows `body` for good. A body that does not
         // parse is not worth another request ([`RestError::is_retryable`]: the same answer would come).
         *body = answer;
-        let result = decode::<T>(body, || endpoint(&Method::GET, request.relative()));
+        let result = decode(body, read, || endpoint(&Method::GET, request.relative()));
         self.observe(&Method::GET, route, started, result.as_ref().err());
         result
     }
@@ -852,9 +866,13 @@ pub(crate) fn metrics_query<'a>(names: impl IntoIterator<Item = &'a str>, aggreg
 /// twelfth of the service's instructions (one short string after another). Any other body is
 /// read as bytes, as it always was, so every body gives the same value or the same error either
 /// way (serde_json reads both the same, text only skipping the check of each string).
-fn decode<'b, T: Deserialize<'b>>(body: &'b [u8], endpoint: impl FnOnce() -> String) -> Result<T, RestError> {
+fn decode<'b, T: Deserialize<'b>>(
+    body: &'b [u8],
+    read: fn(&'b str) -> serde_json::Result<T>,
+    endpoint: impl FnOnce() -> String,
+) -> Result<T, RestError> {
     match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text),
+        Ok(text) => read(text),
         Err(_) => serde_json::from_slice(body),
     }
     .map_err(|e| RestError::Decode {
@@ -896,7 +914,7 @@ mod tests {
     /// `decode` read as text or as bytes, against serde_json reading bytes (as it did before):
     /// the same value or the same error text.
     fn decodes_as_bytes<'b, T: Deserialize<'b> + fmt::Debug>(body: &'b [u8]) -> Result<(), TestCaseError> {
-        let decoded = decode::<T>(body, || "GET x".to_owned()).map_err(|e| match e {
+        let decoded = decode::<T>(body, serde_json::from_str, || "GET x".to_owned()).map_err(|e| match e {
             RestError::Decode { message, .. } => message,
             other => panic!("{other:?}"),
         });

@@ -10,6 +10,8 @@
 //! A field the collector does not read is still checked as the owned model checks it
 //! ([`CheckedStr`], [`Checked`]), not skipped: a body the owned model refuses must not pass here.
 
+pub(crate) mod aggregated;
+
 use super::{RUNNING_TIMESTAMP, VertexIoMetrics, is_finished, lenient_f64, nan, running_since, vertex_by_id};
 use autoscaler_metrics::collection::AggregatedMetric;
 use chrono::{DateTime, Utc};
