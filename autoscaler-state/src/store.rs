@@ -32,7 +32,9 @@ pub const STATE_FLUSH_GROUP_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 
 pub const STATE_FLUSH_ERRORS: &str = "flink_autoscaler_state_flush_errors_total";
 
 /// Name of the counter of state rows read from the database that could not be decoded and were
-/// discarded (and deleted by the job's next flush), labelled like [`STATE_FLUSH_DURATION`]. A
+/// discarded (and deleted when the job's states are next written: a history or override row by
+/// its next flush, a window row by the next flush of the window), labelled like
+/// [`STATE_FLUSH_DURATION`]. A
 /// discarded window row costs the job that snapshot; a discarded scaling history or override
 /// costs what it held, as the reference's discard of an undeserializable state does.
 pub const STATE_ROWS_DISCARDED: &str = "flink_autoscaler_state_rows_discarded_total";

@@ -614,7 +614,7 @@ impl FlinkRestClient {
 
     /// [`get_into`](Self::get_into), the body read by `read` when it is UTF-8 (a reader that
     /// accepts exactly what serde accepts, with serde's errors, such as
-    /// `model::read_aggregated_metrics`); a body that is not UTF-8 is serde's to refuse.
+    /// [`read_aggregated_metrics`]); a body that is not UTF-8 is serde's to refuse.
     pub(crate) async fn get_read<'b, T: Deserialize<'b>>(
         &self,
         request: &PreparedRequest,

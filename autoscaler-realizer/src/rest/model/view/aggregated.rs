@@ -14,7 +14,7 @@
 //! is that same nearest double): the property tests below check that the two readings agree, bit
 //! for bit, on generated answers.
 
-use super::AggregatedMetricValue;
+use super::{AggregatedMetricValue, nan};
 use std::borrow::Cow;
 
 /// The answer of `GET /jobs/{jobid}/vertices/{vertexid}/subtasks/metrics?get=...`: read in one
@@ -31,11 +31,7 @@ pub(crate) fn read(text: &str) -> serde_json::Result<Vec<AggregatedMetricValue<'
 
 /// The values of a plain answer, `None` for any other body.
 fn plain(text: &str) -> Option<Vec<AggregatedMetricValue<'_>>> {
-    let mut at = Cursor {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-    };
+    let mut at = Cursor { text, pos: 0 };
     at.expect(b'[')?;
     // A first guess (a value of Flink's answers is about 95 bytes), at most 64: past it the
     // vector grows only with the values read, each at least 9 bytes of the body.
@@ -56,7 +52,6 @@ fn plain(text: &str) -> Option<Vec<AggregatedMetricValue<'_>>> {
 /// A position in the body.
 struct Cursor<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     pos: usize,
 }
 
@@ -67,10 +62,16 @@ const EXACT_POWERS_OF_TEN: [f64; 23] = [
 ];
 
 impl<'a> Cursor<'a> {
+    /// The body's bytes.
+    #[inline]
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     /// The byte at the position, if any.
     #[inline]
     fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
+        self.bytes().get(self.pos).copied()
     }
 
     /// Skips JSON's whitespace (the four characters serde skips).
@@ -101,14 +102,14 @@ impl<'a> Cursor<'a> {
         self.expect(b'"')?;
         let start = self.pos;
         let len = self
-            .bytes
+            .bytes()
             .get(start..)?
             .iter()
             .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
         let end = start + len;
         // Stopped at an escape or a control character (a tab too: inside a string it is refused,
         // not skipped as whitespace): not plain.
-        if self.bytes[end] != b'"' {
+        if self.bytes()[end] != b'"' {
             return None;
         }
         self.pos = end + 1;
@@ -153,7 +154,7 @@ impl<'a> Cursor<'a> {
                 self.expect(b',')?;
             }
         }
-        let [min, max, avg, sum, skew] = aggregates.map(|value| value.unwrap_or(f64::NAN));
+        let [min, max, avg, sum, skew] = aggregates.map(|value| value.unwrap_or_else(nan));
         Some(AggregatedMetricValue {
             id: Cow::Borrowed(id?),
             min,
@@ -208,11 +209,9 @@ impl<'a> Cursor<'a> {
             if exponent_digits == 0 {
                 return None;
             }
-            scale += if sign < 0 {
-                -(exponent.min(1 << 20) as i64)
-            } else {
-                exponent.min(1 << 20) as i64
-            };
+            // Bounded, so the sum cannot overflow; past 10^22 either way the exact reading is not taken.
+            let exponent = exponent.min(1 << 20) as i64;
+            scale += if sign < 0 { -exponent } else { exponent };
         }
         let exact = count <= 19 && exponent_digits <= 19 && digits < 1 << 53 && scale.abs() <= 22;
         let value = if exact {
