@@ -5,7 +5,7 @@
 //! 1. `GET /jobs/<id>`: when the job last became RUNNING, vertex parallelism / max parallelism /
 //!    status / IO counters, and the plan (edges, ship strategies). An empty plan is "not ready".
 //!    The answer is read in place (the strings borrowed from its body, the plan's descriptions
-//!    skipped), and the previous cycle's topology is handed out again while the answer describes
+//!    skipped; in one pass, by hand, when it has the plain shape Flink writes), and the previous cycle's topology is handed out again while the answer describes
 //!    exactly the same graph; the IO counters are this cycle's.
 //! 2. Per source: list its metric names and count Kafka/Pulsar partitions (used by alignment).
 //!    A source is listed every cycle until it reports `pendingRecords` (registered lazily), then

@@ -22,6 +22,7 @@ pub use model::{
 };
 pub(crate) use model::{
     AggregatedMetricValueView, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView, read_aggregated_metrics,
+    read_job_details,
 };
 
 use reqwest::{Method, StatusCode, Url};
@@ -319,15 +320,15 @@ impl FlinkRestClient {
     }
 
     /// [`Self::job_details`] read in place: the answer is kept in `body` and the view borrows its
-    /// strings from there (the collector's reading, every cycle). The same request (`request` is
-    /// [`Self::job_details_request`]'s, which the collector keeps per job), retries, request
-    /// metrics and errors.
+    /// strings from there (the collector's reading, every cycle), read by hand when plain
+    /// ([`read_job_details`]). The same request (`request` is [`Self::job_details_request`]'s,
+    /// which the collector keeps per job), retries, request metrics and errors.
     pub(crate) async fn job_details_view<'b>(
         &self,
         request: &PreparedRequest,
         body: &'b mut Vec<u8>,
     ) -> Result<JobDetailsView<'b>, RestError> {
-        self.get_into(request, body).await
+        self.get_read(request, body, read_job_details).await
     }
 
     /// The request of `GET /jobs/{jobid}`.

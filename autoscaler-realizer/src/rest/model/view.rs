@@ -9,8 +9,14 @@
 //!
 //! A field the collector does not read is still checked as the owned model checks it
 //! ([`CheckedStr`], [`Checked`]), not skipped: a body the owned model refuses must not pass here.
+//!
+//! The job details and the aggregated-metrics answers, read every cycle, are read by hand when
+//! they have the plain shape Flink writes ([`details`], [`aggregated`], over the cursor of
+//! [`scan`]) and through these types otherwise, so both readings accept the same bodies.
 
 pub(crate) mod aggregated;
+pub(crate) mod details;
+mod scan;
 
 use super::{RUNNING_TIMESTAMP, VertexIoMetrics, is_finished, lenient_f64, nan, running_since, vertex_by_id};
 use autoscaler_metrics::collection::AggregatedMetric;
@@ -317,12 +323,13 @@ mod tests {
         read!(details)
     }
 
-    /// The same, read through the view.
-    fn read_view(details: &JobDetails<'_>) -> String {
+    /// The same, read through the view (by serde or by hand).
+    pub(super) fn read_view(details: &JobDetails<'_>) -> String {
         read!(details)
     }
 
-    /// Both readings of `body`: what they read, or their error message.
+    /// Both readings of `body`: what they read, or their error message. The view's reading is
+    /// checked to be the hand reader's too ([`details::read`]), when the body is text.
     fn both(body: &[u8]) -> (Result<String, String>, Result<String, String>) {
         let owned = serde_json::from_slice::<owned::JobDetails>(body)
             .map(|d| read_owned(&d))
@@ -330,6 +337,10 @@ mod tests {
         let view = serde_json::from_slice::<JobDetails<'_>>(body)
             .map(|d| read_view(&d))
             .map_err(|e| e.to_string());
+        if let Ok(text) = std::str::from_utf8(body) {
+            let by_hand = details::read(text).map(|d| read_view(&d)).map_err(|e| e.to_string());
+            assert_eq!(by_hand, view, "{text}");
+        }
         (owned, view)
     }
 

@@ -14,6 +14,7 @@
 //! is that same nearest double): the property tests below check that the two readings agree, bit
 //! for bit, on generated answers.
 
+use super::scan::Cursor;
 use super::{AggregatedMetricValue, nan};
 use std::borrow::Cow;
 
@@ -31,220 +32,58 @@ pub(crate) fn read(text: &str) -> serde_json::Result<Vec<AggregatedMetricValue<'
 
 /// The values of a plain answer, `None` for any other body.
 fn plain(text: &str) -> Option<Vec<AggregatedMetricValue<'_>>> {
-    let mut at = Cursor { text, pos: 0 };
-    at.expect(b'[')?;
+    let mut at = Cursor::new(text);
     // A first guess (a value of Flink's answers is about 95 bytes), at most 64: past it the
     // vector grows only with the values read, each at least 9 bytes of the body.
     let mut values = Vec::with_capacity((text.len() / 64).min(64));
-    if !at.eat(b']') {
-        loop {
-            values.push(at.object()?);
-            if at.eat(b']') {
-                break;
+    at.array(|at| {
+        values.push(value(at)?);
+        Some(())
+    })?;
+    at.at_end().then_some(values)
+}
+
+/// One object of the answer: `id` once, each aggregate at most once, nothing else.
+fn value<'a>(at: &mut Cursor<'a>) -> Option<AggregatedMetricValue<'a>> {
+    let mut id = None;
+    let mut aggregates = [None; 5];
+    at.object(|at, key| {
+        // The order of [`AggregatedMetricValue`]'s fields after `id`.
+        let slot = match key {
+            "id" => {
+                if id.is_some() {
+                    return None;
+                }
+                id = Some(at.plain_string()?);
+                return Some(());
             }
-            at.expect(b',')?;
-        }
-    }
-    at.skip_whitespace();
-    (at.pos == text.len()).then_some(values)
-}
-
-/// A position in the body.
-struct Cursor<'a> {
-    text: &'a str,
-    pos: usize,
-}
-
-/// Powers of ten exact as doubles (up to 10^22), for [`Cursor::number`]'s exact reading.
-const EXACT_POWERS_OF_TEN: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
-    1e21, 1e22,
-];
-
-impl<'a> Cursor<'a> {
-    /// The body's bytes.
-    #[inline]
-    fn bytes(&self) -> &'a [u8] {
-        self.text.as_bytes()
-    }
-
-    /// The byte at the position, if any.
-    #[inline]
-    fn peek(&self) -> Option<u8> {
-        self.bytes().get(self.pos).copied()
-    }
-
-    /// Skips JSON's whitespace (the four characters serde skips).
-    #[inline]
-    fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    /// Whether the next token is `byte`, taken if so.
-    #[inline]
-    fn eat(&mut self, byte: u8) -> bool {
-        self.skip_whitespace();
-        let found = self.peek() == Some(byte);
-        self.pos += usize::from(found);
-        found
-    }
-
-    /// Takes the next token, which must be `byte`.
-    #[inline]
-    fn expect(&mut self, byte: u8) -> Option<()> {
-        self.eat(byte).then_some(())
-    }
-
-    /// A string without escapes or control characters, as the text between its quotes.
-    fn plain_string(&mut self) -> Option<&'a str> {
-        self.expect(b'"')?;
-        let start = self.pos;
-        let len = self
-            .bytes()
-            .get(start..)?
-            .iter()
-            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
-        let end = start + len;
-        // Stopped at an escape or a control character (a tab too: inside a string it is refused,
-        // not skipped as whitespace): not plain.
-        if self.bytes()[end] != b'"' {
+            "min" => 0,
+            "max" => 1,
+            "avg" => 2,
+            "sum" => 3,
+            "skew" => 4,
+            _ => return None,
+        };
+        if aggregates[slot].is_some() {
             return None;
         }
-        self.pos = end + 1;
-        // Between two ASCII quotes: on character boundaries.
-        self.text.get(start..end)
-    }
-
-    /// One object of the answer: `id` once, each aggregate at most once, nothing else.
-    fn object(&mut self) -> Option<AggregatedMetricValue<'a>> {
-        self.expect(b'{')?;
-        let mut id = None;
-        let mut aggregates = [None; 5];
-        if !self.eat(b'}') {
-            loop {
-                let key = self.plain_string()?;
-                self.expect(b':')?;
-                // The order of [`AggregatedMetricValue`]'s fields after `id`.
-                let slot = match key {
-                    "id" => {
-                        if id.is_some() {
-                            return None;
-                        }
-                        id = Some(self.plain_string()?);
-                        None
-                    }
-                    "min" => Some(0),
-                    "max" => Some(1),
-                    "avg" => Some(2),
-                    "sum" => Some(3),
-                    "skew" => Some(4),
-                    _ => return None,
-                };
-                if let Some(slot) = slot {
-                    if aggregates[slot].is_some() {
-                        return None;
-                    }
-                    aggregates[slot] = Some(self.number()?);
-                }
-                if self.eat(b'}') {
-                    break;
-                }
-                self.expect(b',')?;
-            }
-        }
-        let [min, max, avg, sum, skew] = aggregates.map(|value| value.unwrap_or_else(nan));
-        Some(AggregatedMetricValue {
-            id: Cow::Borrowed(id?),
-            min,
-            max,
-            avg,
-            sum,
-            skew,
-        })
-    }
-
-    /// A JSON number (`-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`) that is finite as a
-    /// double, as the nearest double.
-    ///
-    /// A number of at most 19 digits whose digits as an integer `m` are below 2^53, scaled by at
-    /// most 10^22 either way, is `m * 10^e` or `m / 10^e`: both operands exact, so the one
-    /// rounding of the operation gives the nearest double (Clinger's fast path). Any other is read
-    /// by the standard library's parser, which is exact for all.
-    fn number(&mut self) -> Option<f64> {
-        self.skip_whitespace();
-        let start = self.pos;
-        let negative = self.peek() == Some(b'-');
-        self.pos += usize::from(negative);
-        // The digits as one integer, while it has at most 19 of them (below 10^19 < 2^64).
-        let mut digits = 0u64;
-        let mut count = 0u32;
-        match self.peek()? {
-            b'0' => self.pos += 1,
-            b'1'..=b'9' => count += self.digits(&mut digits),
-            _ => return None,
-        }
-        let mut scale = 0i64;
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            let fraction = self.digits(&mut digits);
-            if fraction == 0 {
-                return None;
-            }
-            count += fraction;
-            scale = -i64::from(fraction);
-        }
-        let mut exponent_digits = 0;
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            let sign = match self.peek() {
-                Some(b'-') => -1,
-                Some(b'+') => 1,
-                _ => 0,
-            };
-            self.pos += usize::from(sign != 0);
-            let mut exponent = 0u64;
-            exponent_digits = self.digits(&mut exponent);
-            if exponent_digits == 0 {
-                return None;
-            }
-            // Bounded, so the sum cannot overflow; past 10^22 either way the exact reading is not taken.
-            let exponent = exponent.min(1 << 20) as i64;
-            scale += if sign < 0 { -exponent } else { exponent };
-        }
-        let exact = count <= 19 && exponent_digits <= 19 && digits < 1 << 53 && scale.abs() <= 22;
-        let value = if exact {
-            let power = EXACT_POWERS_OF_TEN[scale.unsigned_abs() as usize];
-            let magnitude = if scale < 0 {
-                digits as f64 / power
-            } else {
-                digits as f64 * power
-            };
-            if negative { -magnitude } else { magnitude }
-        } else {
-            self.text.get(start..self.pos)?.parse().ok()?
-        };
-        // serde refuses a number beyond the doubles ("number out of range"): its message, then.
-        value.is_finite().then_some(value)
-    }
-
-    /// Skips the digits at the position, appending them to `value` (wrapping: its caller uses it
-    /// only when there were at most 19), and returns how many there were.
-    #[inline]
-    fn digits(&mut self, value: &mut u64) -> u32 {
-        let mut count = 0;
-        while let Some(digit @ b'0'..=b'9') = self.peek() {
-            *value = value.wrapping_mul(10).wrapping_add(u64::from(digit - b'0'));
-            self.pos += 1;
-            count += 1;
-        }
-        count
-    }
+        aggregates[slot] = Some(at.number()?);
+        Some(())
+    })?;
+    let [min, max, avg, sum, skew] = aggregates.map(|value| value.unwrap_or_else(nan));
+    Some(AggregatedMetricValue {
+        id: Cow::Borrowed(id?),
+        min,
+        max,
+        avg,
+        sum,
+        skew,
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::scan::testing::{number, space, spliced};
     use super::*;
     use proptest::prelude::*;
 
@@ -339,33 +178,6 @@ mod tests {
         }
     }
 
-    /// A JSON number, mostly of the kinds Flink writes, with the grammar's corners.
-    fn number() -> impl Strategy<Value = String> {
-        prop_oneof![
-            any::<f64>().prop_map(|v| format!("{v:?}")),
-            any::<f64>().prop_map(|v| format!("{v:e}")),
-            any::<i64>().prop_map(|v| v.to_string()),
-            any::<u64>().prop_map(|v| v.to_string()),
-            "-?(0|[1-9][0-9]{0,30})(\\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?",
-            // Within and around the exact reading's bounds (2^53, 19 digits, 10^22).
-            "-?(0|[1-9][0-9]{0,17})(\\.[0-9]{1,6})?([eE][+-]?[0-9]{1,2})?",
-            Just("-0".to_owned()),
-            Just("-0.0".to_owned()),
-            Just("18446744073709551616".to_owned()),
-            Just("-9223372036854775808".to_owned()),
-            Just("-9223372036854775809".to_owned()),
-            Just("2.2250738585072011e-308".to_owned()),
-            Just("4.9e-325".to_owned()),
-            Just("1.7976931348623158e308".to_owned()),
-            Just("1.7976931348623159e308".to_owned()),
-        ]
-    }
-
-    /// JSON whitespace, mostly none.
-    fn space() -> impl Strategy<Value = &'static str> {
-        prop_oneof![6 => Just(""), 1 => Just(" "), 1 => Just("\n\t"), 1 => Just("\r ")]
-    }
-
     /// An answer of the plain shape: objects with an id and some of the aggregates, each once, in
     /// any order.
     fn plain_answer() -> impl Strategy<Value = String> {
@@ -423,23 +235,7 @@ mod tests {
 
     /// An answer: plain, or plain with a part replaced by a [`mutation`].
     fn answer() -> impl Strategy<Value = String> {
-        prop_oneof![
-            plain_answer(),
-            (plain_answer(), any::<proptest::sample::Index>(), 0usize..4, mutation()).prop_map(
-                |(text, at, len, with)| {
-                    // On character boundaries: the body is text.
-                    let mut start = at.index(text.len() + 1);
-                    while !text.is_char_boundary(start) {
-                        start -= 1;
-                    }
-                    let mut end = (start + len).min(text.len());
-                    while !text.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    format!("{}{with}{}", &text[..start], &text[end..])
-                }
-            ),
-        ]
+        prop_oneof![plain_answer(), spliced(plain_answer(), mutation())]
     }
 
     proptest! {
