@@ -14,7 +14,7 @@
 //! is that same nearest double): the property tests below check that the two readings agree, bit
 //! for bit, on generated answers.
 
-use super::scan::Cursor;
+use super::scan::{Cursor, Seen};
 use super::{AggregatedMetricValue, nan};
 use std::borrow::Cow;
 
@@ -45,15 +45,14 @@ fn plain(text: &str) -> Option<Vec<AggregatedMetricValue<'_>>> {
 
 /// One object of the answer: `id` once, each aggregate at most once, nothing else.
 fn value<'a>(at: &mut Cursor<'a>) -> Option<AggregatedMetricValue<'a>> {
+    let mut seen = Seen::default();
     let mut id = None;
     let mut aggregates = [None; 5];
     at.object(|at, key| {
         // The order of [`AggregatedMetricValue`]'s fields after `id`.
         let slot = match key {
             "id" => {
-                if id.is_some() {
-                    return None;
-                }
+                seen.first(5)?;
                 id = Some(at.plain_string()?);
                 return Some(());
             }
@@ -64,10 +63,8 @@ fn value<'a>(at: &mut Cursor<'a>) -> Option<AggregatedMetricValue<'a>> {
             "skew" => 4,
             _ => return None,
         };
-        if aggregates[slot].is_some() {
-            return None;
-        }
-        aggregates[slot] = Some(at.number()?);
+        seen.first(slot)?;
+        aggregates[slot as usize] = Some(at.number()?);
         Some(())
     })?;
     let [min, max, avg, sum, skew] = aggregates.map(|value| value.unwrap_or_else(nan));

@@ -18,7 +18,7 @@
 //! every such body reads, or fails with its message, exactly as it did. The property tests below
 //! check that the two readings agree on generated answers.
 
-use super::scan::Cursor;
+use super::scan::{Cursor, Seen};
 use super::{Checked, CheckedStr, RUNNING_TIMESTAMP, nan};
 use super::{JobDetails, JobPlan, JobVertexDetails, PlanInput, PlanNode, RunningTimestamp, VertexIoMetrics};
 use std::borrow::Cow;
@@ -41,26 +41,6 @@ fn plain(text: &str) -> Option<JobDetails<'_>> {
     let mut at = Cursor::new(text);
     let details = details(&mut at)?;
     at.at_end().then_some(details)
-}
-
-/// The fields of one object seen so far, by their order in its type: a field seen twice is
-/// serde's "duplicate field" error, left to serde.
-#[derive(Default)]
-struct Seen(u32);
-
-impl Seen {
-    /// Marks field `index` seen; `None` if it was already.
-    fn first(&mut self, index: u32) -> Option<()> {
-        let bit = 1 << index;
-        let first = self.0 & bit == 0;
-        self.0 |= bit;
-        first.then_some(())
-    }
-
-    /// Whether field `index` was seen (a required field not seen is serde's "missing field").
-    fn has(&self, index: u32) -> bool {
-        self.0 & (1 << index) != 0
-    }
 }
 
 /// [`JobDetails`]: `jid` and `state` required.

@@ -20,6 +20,26 @@ pub(super) struct Cursor<'a> {
     pos: usize,
 }
 
+/// The fields of one object seen so far, by their order in its type: a field seen twice is
+/// serde's "duplicate field" error, left to serde.
+#[derive(Default)]
+pub(super) struct Seen(u32);
+
+impl Seen {
+    /// Marks field `index` seen; `None` if it was already.
+    pub(super) fn first(&mut self, index: u32) -> Option<()> {
+        let bit = 1 << index;
+        let first = self.0 & bit == 0;
+        self.0 |= bit;
+        first.then_some(())
+    }
+
+    /// Whether field `index` was seen (a required field not seen is serde's "missing field").
+    pub(super) fn has(&self, index: u32) -> bool {
+        self.0 & (1 << index) != 0
+    }
+}
+
 /// Powers of ten exact as doubles (up to 10^22), for [`Cursor::number`]'s exact reading.
 const EXACT_POWERS_OF_TEN: [f64; 23] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
