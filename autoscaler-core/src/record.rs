@@ -406,8 +406,9 @@ fn vertex_reason(vd: &VertexDecision, outcome: DecisionOutcome) -> (VertexReason
             "excluded by vertex.exclude.ids or finished".to_owned(),
         );
     }
-    let wanted = format!("{} -> {}", vd.current, vd.target);
     if vd.target != vd.current {
+        // Formatted only for a vertex that would change: every cycle examines every vertex.
+        let wanted = format!("{} -> {}", vd.current, vd.target);
         let direction = if vd.target > vd.current {
             VertexReason::ScaleUp
         } else {
