@@ -24,6 +24,8 @@ use super::syntax::{Configuration, parse_bool, parse_double, parse_enum, parse_i
 use autoscaler_metrics::collection::CollectionConfig;
 use autoscaler_metrics::{BusyTimeAggregator, EvaluationConfig};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// How new parallelisms are aligned to key groups or source partitions.
@@ -156,6 +158,9 @@ pub struct AutoScalerOptions {
     pub compat_reference_1_16: bool,
 }
 
+/// The default of [`AutoScalerOptions::rest_client_timeout`] (`flink.rest-client.timeout`).
+const DEFAULT_REST_CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl Default for AutoScalerOptions {
     fn default() -> Self {
         const MIN: u64 = 60;
@@ -192,7 +197,7 @@ impl Default for AutoScalerOptions {
             busy_time_aggregator: BusyTimeAggregator::Max,
             vertex_exclude_ids: Vec::new(),
             scaling_event_interval: Duration::from_secs(30 * MIN),
-            rest_client_timeout: Duration::from_secs(10),
+            rest_client_timeout: DEFAULT_REST_CLIENT_TIMEOUT,
             quota_memory: None,
             quota_cpu: None,
             alignment_mode: AlignmentMode::Balanced,
@@ -251,8 +256,8 @@ pub const COMPAT_REFERENCE_1_16: &str = "compat.reference-1-16";
 /// );
 /// ```
 pub fn option_keys(name: &str) -> Vec<String> {
-    match catalog::by_name(name) {
-        Some(spec) => spec.keys(),
+    match table_keys(name) {
+        Some(keys) => keys.to_vec(),
         None => {
             // Only a plugin's own parameters are outside the table.
             debug_assert!(
@@ -264,11 +269,32 @@ pub fn option_keys(name: &str) -> Vec<String> {
     }
 }
 
+/// The keys of the table's option `job.autoscaler.<name>` ([`OptionSpec::keys`]), built once
+/// per process: options are read per job and per cycle, and their legacy keys are formatted.
+///
+/// [`OptionSpec::keys`]: catalog::OptionSpec::keys
+fn table_keys(name: &str) -> Option<&'static [String]> {
+    static KEYS: OnceLock<HashMap<&'static str, Vec<String>>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        catalog::OPTIONS
+            .iter()
+            .filter_map(|spec| Some((spec.name()?, spec.keys())))
+            .collect()
+    })
+    .get(name)
+    .map(Vec::as_slice)
+}
+
 /// The first key of [`option_keys`] that is set, with its value (Flink `getOptional`).
 fn lookup<'c>(conf: &'c Configuration, name: &str) -> Option<(String, &'c str)> {
-    option_keys(name)
-        .into_iter()
-        .find_map(|key| conf.get(&key).map(|value| (key, value)))
+    match table_keys(name) {
+        Some(keys) => keys
+            .iter()
+            .find_map(|key| conf.get(key).map(|value| (key.clone(), value))),
+        None => option_keys(name)
+            .into_iter()
+            .find_map(|key| conf.get(&key).map(|value| (key, value))),
+    }
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> OptionsError {
@@ -311,7 +337,7 @@ pub fn rest_client_timeout(conf: &Configuration) -> Result<Duration, OptionsErro
         Duration::ZERO => Err("the REST client timeout must be longer than zero".to_owned()),
         d => Ok(d),
     };
-    Ok(read(conf, "flink.rest-client.timeout", parse)?.unwrap_or(AutoScalerOptions::default().rest_client_timeout))
+    Ok(read(conf, "flink.rest-client.timeout", parse)?.unwrap_or(DEFAULT_REST_CLIENT_TIMEOUT))
 }
 
 /// `job.autoscaler.compat.reference-1-16` alone (false when unset): whether the reference 1.16's
