@@ -45,7 +45,7 @@ impl FlinkClusterJobListFetcher {
         job: &JobOverview,
     ) -> Result<BasicJobContext<String, FlinkRestClient>, FetchError> {
         let job_conf = self.job_configuration(job).await?;
-        Ok(self.context(base_timeout, job, base.overlay(&job_conf)))
+        Ok(self.context(base_timeout, job, base.overlay(&job_conf), tracing::Span::current))
     }
 
     /// `GET /jobs/<id>/jobmanager/config`: the configuration the job runs with (fixed for the
@@ -60,22 +60,28 @@ impl FlinkClusterJobListFetcher {
     }
 
     /// The context of `job`, whose configuration (its own over the base one) is `configuration`.
+    /// Its warnings are logged in the span `in_job` makes, made only for them: most jobs have
+    /// none, and a span costs its fields' formatting.
     pub(crate) fn context(
         &self,
         base_timeout: Duration,
         job: &JobOverview,
         configuration: Configuration,
+        in_job: impl Fn() -> tracing::Span,
     ) -> BasicJobContext<String, FlinkRestClient> {
         // A bad value in the job's own configuration is that job's problem: it is listed (so its
         // state is not cleaned up) and the autoscaler reports the bad option as the job's error event
         // and skips it, while the other jobs go on.
         let timeout = rest_client_timeout(&configuration).unwrap_or_else(|e| {
-            tracing::warn!(job_id = %job.jid, error = %e, "using the base REST timeout for this job");
+            in_job()
+                .in_scope(|| tracing::warn!(job_id = %job.jid, error = %e, "using the base REST timeout for this job"));
             base_timeout
         });
         let status = job.effective_status();
         if status.is_none() {
-            tracing::warn!(job_id = %job.jid, state = %job.state, "unknown job state; the job will not be scaled");
+            in_job().in_scope(
+                || tracing::warn!(job_id = %job.jid, state = %job.state, "unknown job state; the job will not be scaled"),
+            );
         }
         BasicJobContext {
             job_key: job.jid.clone(),

@@ -547,13 +547,14 @@ async fn fetch_cluster(
             job_id: job.jid.clone(),
             job_name: job.name.clone(),
         };
-        // Its lines (an unknown state, a bad timeout) name the job by key and source.
-        let span = tracing::error_span!("job", job = %labels.job_key, source = %source.name);
+        // Its lines (an unknown state, a bad timeout) name the job by key and source. Made only
+        // when there is something to log in it: it is one per job and cycle otherwise.
+        let span = || tracing::error_span!("job", job = %labels.job_key, source = %source.name);
         let job_conf = match source.configurations.get(&key_prefix, job) {
             Some(conf) => Ok(conf),
             None => fetcher
                 .job_configuration(job)
-                .instrument(span.clone())
+                .instrument(span())
                 .await
                 .map(|own| JobConfiguration {
                     start: job.start_time,
@@ -562,8 +563,7 @@ async fn fetch_cluster(
                 }),
         };
         let context = job_conf.map(|mut conf| {
-            let _entered = span.enter();
-            let ctx = fetcher.context(timeout, job, conf.over(base, &source.configurations));
+            let ctx = fetcher.context(timeout, job, conf.over(base, &source.configurations), span);
             configurations.insert(job.jid.clone(), conf);
             ctx
         });
