@@ -22,7 +22,7 @@ pub use model::{
 };
 pub(crate) use model::{
     AggregatedMetricValueView, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView, read_aggregated_metrics,
-    read_job_details,
+    read_job_details, read_jobs_overview,
 };
 
 use reqwest::{Method, StatusCode, Url};
@@ -307,10 +307,17 @@ impl FlinkRestClient {
         self.timeout
     }
 
-    /// `GET /jobs/overview`: every job the JobManager knows, with state and task counts.
+    /// `GET /jobs/overview`: every job the JobManager knows, with state and task counts (read by
+    /// hand when plain, [`read_jobs_overview`]).
     pub async fn jobs_overview(&self) -> Result<JobsOverview, RestError> {
         let path = self.path(&[Part::Literal("jobs/overview")])?;
-        self.get_path("/jobs/overview", &path, "").await
+        let mut body = Vec::new();
+        self.get_read(
+            &self.prepare("/jobs/overview", &path, ""),
+            &mut body,
+            read_jobs_overview,
+        )
+        .await
     }
 
     /// `GET /jobs/{jobid}`: job details with timestamps, vertices (parallelism, max parallelism,

@@ -12,10 +12,12 @@
 //!
 //! The job details and the aggregated-metrics answers, read every cycle, are read by hand when
 //! they have the plain shape Flink writes ([`details`], [`aggregated`], over the cursor of
-//! [`scan`]) and through these types otherwise, so both readings accept the same bodies.
+//! [`scan`]) and through these types otherwise, so both readings accept the same bodies. The
+//! jobs overview, read every cycle too, is read by hand into its owned type ([`overview`]).
 
 pub(crate) mod aggregated;
 pub(crate) mod details;
+pub(crate) mod overview;
 mod scan;
 
 use super::{RUNNING_TIMESTAMP, VertexIoMetrics, is_finished, lenient_f64, nan, running_since, vertex_by_id};

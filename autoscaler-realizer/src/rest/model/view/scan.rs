@@ -378,6 +378,70 @@ pub(super) mod testing {
         prop_oneof![6 => Just(""), 1 => Just(" "), 1 => Just("\n\t"), 1 => Just("\r ")]
     }
 
+    /// A string the plain shape takes (no escapes or control characters).
+    pub(in super::super) fn text() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9 :<>/._é-]{0,12}"
+    }
+
+    /// A value nobody reads, nested up to three levels.
+    pub(in super::super) fn skipped() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            text().prop_map(|t| format!("\"{t}\"")),
+            finite(),
+            Just("true".to_owned()),
+            Just("false".to_owned()),
+            Just("null".to_owned()),
+        ];
+        leaf.prop_recursive(3, 12, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(|v| format!("[{}]", v.join(","))),
+                proptest::collection::vec(("[a-z-]{1,6}", inner), 0..4).prop_map(|members| {
+                    let members: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                    format!("{{{}}}", members.join(","))
+                }),
+            ]
+        })
+    }
+
+    /// A number finite as a double (past them is serde's "number out of range"), others as 0.
+    pub(in super::super) fn finite() -> impl Strategy<Value = String> {
+        number().prop_map(|n| {
+            if n.parse::<f64>().is_ok_and(f64::is_finite) {
+                n
+            } else {
+                "0".to_owned()
+            }
+        })
+    }
+
+    /// An object of `members` (key and value) in the given order, with some whitespace.
+    pub(in super::super) fn object(members: Vec<(&'static str, String)>, s: &str) -> String {
+        let members: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\"{s}:{s}{v}")).collect();
+        format!("{{{s}{}{s}}}", members.join(&format!("{s},{s}")))
+    }
+
+    /// `required` members, then any of `optional`, shuffled, with unknown members among them.
+    pub(in super::super) fn members(
+        required: Vec<(&'static str, BoxedStrategy<String>)>,
+        optional: Vec<(&'static str, BoxedStrategy<String>)>,
+    ) -> impl Strategy<Value = Vec<(&'static str, String)>> {
+        let required: Vec<_> = required.into_iter().map(|(k, v)| v.prop_map(move |v| (k, v))).collect();
+        let optional: Vec<_> = optional.into_iter().map(|(k, v)| v.prop_map(move |v| (k, v))).collect();
+        let count = optional.len();
+        (
+            required,
+            optional,
+            proptest::sample::subsequence((0..count).collect::<Vec<_>>(), 0..=count),
+            proptest::collection::vec(skipped().prop_map(|v| ("unknown-field", v)), 0..2),
+        )
+            .prop_flat_map(|(required, optional, picked, unknown)| {
+                let mut all = required;
+                all.extend(picked.into_iter().map(|i| optional[i].clone()));
+                all.extend(unknown);
+                Just(all).prop_shuffle()
+            })
+    }
+
     /// `text` with a part (up to 3 characters, or none) replaced by one of `mutations`: a body
     /// that may have left the plain shape, or JSON.
     pub(in super::super) fn spliced(
