@@ -368,12 +368,20 @@ impl<K: Eq + Hash + Clone> RestMetricsCollector<K> {
         source_names: &BTreeMap<VertexId, BTreeSet<String>>,
     ) -> Result<Arc<JobMetricNames>, CollectError> {
         let cached = lock(&self.metric_names).get(job_key).cloned();
-        // The topology's ids are distinct, so this is "the cached ids are the topology's".
         let vertices = topology.vertices();
+        // Whether the cached ids are the topology's: both in id order, compared in step.
+        let same_ids = |c: &JobMetricNames| {
+            c.len() == vertices.len() && c.keys().zip(topology.id_order()).all(|(id, &i)| *id == vertices[i].id)
+        };
         let (mut names, only_sources) = match cached {
-            Some(c) if c.len() == vertices.len() && vertices.iter().all(|v| c.contains_key(&v.id)) => (c, true),
+            Some(c) if same_ids(&c) => (c, true),
             _ => (Arc::new(BTreeMap::new()), false),
         };
+        if only_sources && source_names.is_empty() && !vertices.iter().any(|v| v.finished) {
+            // Nothing listed this cycle and nothing to drop: the cached names are this cycle's,
+            // already in the cache (most cycles of a running job).
+            return Ok(names);
+        }
         for vertex in topology.vertices() {
             if vertex.finished || (only_sources && !source_names.contains_key(&vertex.id)) {
                 continue;
