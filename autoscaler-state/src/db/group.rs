@@ -17,7 +17,7 @@
 
 use super::{Database, Dialect, Statements, text_column, with_retries};
 use crate::rows::WINDOW_INDEX;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use foldhash::HashMapExt as _;
 use sqlx::Connection as _;
 use std::collections::HashSet;
@@ -217,7 +217,7 @@ async fn write_group(
     kept: &KeptConnection,
     flushes: &[&GroupedFlush],
 ) -> Result<Vec<Verdict>, sqlx::Error> {
-    let now = Utc::now();
+    let now = Stamp::new(Utc::now());
     let mut verdicts = vec![Verdict::Written; flushes.len()];
     with_pool!(database, pool => {
         // A failed attempt drops the connection (back to the pool, which checks it); the next
@@ -261,7 +261,7 @@ async fn write_group(
             let sql = statements.lock_window_indexes(windowed.len());
             let mut lock = sqlx::query(&sql);
             for &i in &windowed {
-                lock = lock.bind(now).bind(now).bind(flushes[i].job_key.as_str()).bind(WINDOW_INDEX);
+                lock = lock.bind(now.clone()).bind(now.clone()).bind(flushes[i].job_key.as_str()).bind(WINDOW_INDEX);
             }
             let rows = if statements.lock_returns_index {
                 lock.fetch_all(&mut *tx).await?
@@ -305,7 +305,7 @@ async fn write_group(
             let sql = statements.upsert_rows(rows.len());
             let mut query = sqlx::query(&sql);
             for &(key, state_type, value) in rows {
-                query = query.bind(now).bind(now).bind(key).bind(state_type).bind(value);
+                query = query.bind(now.clone()).bind(now.clone()).bind(key).bind(state_type).bind(value);
             }
             query.execute(&mut *tx).await?;
         }
@@ -399,5 +399,121 @@ mod tests {
             }
             tokio::time::timeout(Duration::from_secs(10), db.close()).await.unwrap();
         }
+    }
+}
+
+/// The time a group writes into its rows (their update and creation times), bound twice per row.
+/// SQLite keeps it as text, which sqlx formats at every bind (about 700 instructions each); it is
+/// formatted here once per group, as sqlx formats it. The other databases bind the time itself.
+#[derive(Debug, Clone)]
+struct Stamp {
+    /// The time, as the other databases bind it.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    at: DateTime<Utc>,
+    /// The time as sqlx's SQLite encoding of a `DateTime<Utc>` writes it.
+    #[cfg(feature = "sqlite")]
+    text: String,
+}
+
+impl Stamp {
+    fn new(at: DateTime<Utc>) -> Self {
+        Self {
+            #[cfg(any(feature = "postgres", feature = "mysql"))]
+            at,
+            #[cfg(feature = "sqlite")]
+            text: at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false),
+        }
+    }
+}
+
+/// [`Stamp`] binds as `DateTime<Utc>` does on `$db`.
+macro_rules! stamp_type {
+    ($db:ty) => {
+        impl sqlx::Type<$db> for Stamp {
+            fn type_info() -> <$db as sqlx::Database>::TypeInfo {
+                <DateTime<Utc> as sqlx::Type<$db>>::type_info()
+            }
+
+            fn compatible(ty: &<$db as sqlx::Database>::TypeInfo) -> bool {
+                <DateTime<Utc> as sqlx::Type<$db>>::compatible(ty)
+            }
+        }
+    };
+}
+
+#[cfg(feature = "sqlite")]
+stamp_type!(sqlx::Sqlite);
+#[cfg(feature = "postgres")]
+stamp_type!(sqlx::Postgres);
+#[cfg(feature = "mysql")]
+stamp_type!(sqlx::MySql);
+
+#[cfg(feature = "sqlite")]
+impl<'q> sqlx::Encode<'q, sqlx::Sqlite> for Stamp {
+    fn encode_by_ref(
+        &self,
+        buf: &mut <sqlx::Sqlite as sqlx::Database>::ArgumentBuffer<'q>,
+    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+        sqlx::Encode::<sqlx::Sqlite>::encode(self.text.clone(), buf)
+    }
+}
+
+/// [`Stamp`] encodes as its time on `$db`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+macro_rules! stamp_as_time {
+    ($db:ty) => {
+        impl<'q> sqlx::Encode<'q, $db> for Stamp {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <$db as sqlx::Database>::ArgumentBuffer<'q>,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <DateTime<Utc> as sqlx::Encode<'q, $db>>::encode_by_ref(&self.at, buf)
+            }
+
+            fn produces(&self) -> Option<<$db as sqlx::Database>::TypeInfo> {
+                <DateTime<Utc> as sqlx::Encode<'q, $db>>::produces(&self.at)
+            }
+
+            fn size_hint(&self) -> usize {
+                <DateTime<Utc> as sqlx::Encode<'q, $db>>::size_hint(&self.at)
+            }
+        }
+    };
+}
+
+#[cfg(feature = "postgres")]
+stamp_as_time!(sqlx::Postgres);
+#[cfg(feature = "mysql")]
+stamp_as_time!(sqlx::MySql);
+
+#[cfg(all(test, feature = "sqlite"))]
+mod stamp_tests {
+    use super::*;
+
+    /// On SQLite a stamp is stored as the text sqlx writes for its time, so rows written by a
+    /// group and by a single flush compare and sort alike.
+    #[test]
+    fn a_stamp_binds_on_sqlite_as_its_time_does() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.expect("SQLite");
+            for at in [
+                Utc::now(),
+                DateTime::from_timestamp(1_700_000_000, 0).expect("a time"),
+                DateTime::from_timestamp(1_700_000_000, 120_000_000).expect("a time"),
+                DateTime::from_timestamp(1_700_000_000, 123_456_789).expect("a time"),
+            ] {
+                let (by_stamp, by_time): (String, String) = sqlx::query_as("SELECT ?1, ?2")
+                    .bind(Stamp::new(at))
+                    .bind(at)
+                    .fetch_one(&pool)
+                    .await
+                    .expect("a row");
+                assert_eq!(by_stamp, by_time);
+            }
+        });
     }
 }
