@@ -22,7 +22,7 @@ pub use model::{
 };
 pub(crate) use model::{
     AggregatedMetricValueView, JobDetailsView, JobPlanView, JobVertexView, PlanNodeView, read_aggregated_metrics,
-    read_job_details, read_jobs_overview,
+    read_job_details, read_jobs_overview, read_metric_names,
 };
 
 use reqwest::{Method, StatusCode, Url};
@@ -411,7 +411,9 @@ impl FlinkRestClient {
     /// list again rather than caching forever. An unknown vertex answers an empty list.
     pub async fn vertex_metric_names(&self, job_id: &str, vertex_id: &str) -> Result<Vec<String>, RestError> {
         let path = self.vertex_path(job_id, vertex_id, "/subtasks/metrics")?;
-        let names: Vec<MetricName> = self.get_path(SUBTASK_METRICS_ROUTE, &path, "").await?;
+        let mut body = Vec::new();
+        let request = self.prepare(SUBTASK_METRICS_ROUTE, &path, "");
+        let names = self.get_read(&request, &mut body, read_metric_names).await?;
         Ok(names.into_iter().map(|n| n.id).collect())
     }
 

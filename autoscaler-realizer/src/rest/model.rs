@@ -5,13 +5,14 @@
 //! The job details also have a borrowed reading ([`view`]) for the collector, which reads them every
 //! cycle; the rules both readings apply live here, once. The job details and the aggregated metrics
 //! (ten answers or more per job-cycle) are read by hand when plain (`read_job_details`,
-//! `read_aggregated_metrics`), else through the view; the jobs overview too, into its owned type
-//! (`read_jobs_overview`), else by serde.
+//! `read_aggregated_metrics`), else through the view; the jobs overview and the metric listings
+//! too, into their owned types (`read_jobs_overview`, `read_metric_names`), else by serde.
 
 mod view;
 
 pub(crate) use view::aggregated::read as read_aggregated_metrics;
 pub(crate) use view::details::read as read_job_details;
+pub(crate) use view::names::read as read_metric_names;
 pub(crate) use view::overview::read as read_jobs_overview;
 pub(crate) use view::{
     AggregatedMetricValue as AggregatedMetricValueView, JobDetails as JobDetailsView, JobPlan as JobPlanView,

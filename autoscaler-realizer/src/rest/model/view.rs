@@ -13,10 +13,12 @@
 //! The job details and the aggregated-metrics answers, read every cycle, are read by hand when
 //! they have the plain shape Flink writes ([`details`], [`aggregated`], over the cursor of
 //! [`scan`]) and through these types otherwise, so both readings accept the same bodies. The
-//! jobs overview, read every cycle too, is read by hand into its owned type ([`overview`]).
+//! jobs overview, read every cycle too, and the metric listings are read by hand into their
+//! owned types ([`overview`], [`names`]).
 
 pub(crate) mod aggregated;
 pub(crate) mod details;
+pub(crate) mod names;
 pub(crate) mod overview;
 mod scan;
 
