@@ -114,3 +114,79 @@ impl JobListFetcher<String, BasicJobContext<String, FlinkRestClient>> for FlinkC
         Ok(contexts)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rest::{RestClientConfig, TaskCounts};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    /// A writer keeping what is logged.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Lines {
+        type Writer = Self;
+        fn make_writer(&'w self) -> Self {
+            self.clone()
+        }
+    }
+
+    /// A job's warnings (a bad REST timeout, an unknown state) are logged in the span its caller
+    /// makes for them, and the span is made only when there is one to log.
+    #[test]
+    fn a_jobs_warnings_are_logged_in_the_span_made_for_them() {
+        let client = FlinkRestClient::new("http://127.0.0.1:9", RestClientConfig::default()).expect("a client");
+        let fetcher = FlinkClusterJobListFetcher::new(client);
+        let job = |state: &str| JobOverview {
+            jid: "j1".to_owned(),
+            name: "n".to_owned(),
+            state: state.to_owned(),
+            start_time: 0,
+            tasks: TaskCounts::default(),
+        };
+        let made = AtomicUsize::new(0);
+        let in_job = || {
+            made.fetch_add(1, Ordering::Relaxed);
+            tracing::error_span!("job", job = "src/j1", source = "src")
+        };
+        let lines = Lines::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(lines.clone())
+            .finish();
+        let base_timeout = Duration::from_secs(3);
+        tracing::subscriber::with_default(subscriber, || {
+            let ctx = fetcher.context(base_timeout, &job("RUNNING"), Configuration::new(), in_job);
+            assert!(ctx.job_status.is_some());
+            assert_eq!(made.load(Ordering::Relaxed), 0, "nothing to log, no span");
+            let bad = Configuration::from_iter([("job.autoscaler.flink.rest-client.timeout", "0 s")]);
+            let ctx = fetcher.context(base_timeout, &job("NOT-A-STATE"), bad, in_job);
+            assert_eq!(ctx.job_status, None);
+            assert_eq!(ctx.client.timeout(), base_timeout);
+        });
+        assert_eq!(made.load(Ordering::Relaxed), 2, "one span per warning");
+        let text = String::from_utf8_lossy(&lines.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
+        let in_span: Vec<&str> = text
+            .lines()
+            .filter(|line| line.contains(r#"job{job="src/j1" source="src"}"#))
+            .collect();
+        assert_eq!(in_span.len(), 2, "{text}");
+        assert!(in_span[0].contains("using the base REST timeout"), "{text}");
+        assert!(in_span[1].contains("unknown job state"), "{text}");
+    }
+}
