@@ -307,8 +307,8 @@ impl FlinkRestClient {
         self.timeout
     }
 
-    /// `GET /jobs/overview`: every job the JobManager knows, with state and task counts (read by
-    /// hand when plain, [`read_jobs_overview`]).
+    /// `GET /jobs/overview`: every job the JobManager knows, with state and task counts (read in
+    /// one pass when it has the plain shape Flink writes, else by serde, with serde's errors).
     pub async fn jobs_overview(&self) -> Result<JobsOverview, RestError> {
         let path = self.path(&[Part::Literal("jobs/overview")])?;
         let mut body = Vec::new();
