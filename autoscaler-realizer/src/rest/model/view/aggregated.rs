@@ -14,7 +14,7 @@
 //! is that same nearest double): the property tests below check that the two readings agree, bit
 //! for bit, on generated answers.
 
-use super::scan::{Cursor, Seen};
+use super::scan::{Cursor, Seen, plain_or_serde};
 use super::{AggregatedMetricValue, nan};
 use std::borrow::Cow;
 
@@ -24,10 +24,7 @@ use std::borrow::Cow;
 /// # Errors
 /// serde's error for a body it does not accept.
 pub(crate) fn read(text: &str) -> serde_json::Result<Vec<AggregatedMetricValue<'_>>> {
-    match plain(text) {
-        Some(values) => Ok(values),
-        None => serde_json::from_str(text),
-    }
+    plain_or_serde(text, plain)
 }
 
 /// The values of a plain answer, `None` for any other body.

@@ -18,7 +18,7 @@
 //! every such body reads, or fails with its message, exactly as it did. The property tests below
 //! check that the two readings agree on generated answers.
 
-use super::scan::{Cursor, Seen};
+use super::scan::{Cursor, Seen, plain_or_serde};
 use super::{Checked, CheckedStr, RUNNING_TIMESTAMP, nan};
 use super::{JobDetails, JobPlan, JobVertexDetails, PlanInput, PlanNode, RunningTimestamp, VertexIoMetrics};
 use std::borrow::Cow;
@@ -30,10 +30,7 @@ use std::marker::PhantomData;
 /// # Errors
 /// serde's error for a body it does not accept.
 pub(crate) fn read(text: &str) -> serde_json::Result<JobDetails<'_>> {
-    match plain(text) {
-        Some(details) => Ok(details),
-        None => serde_json::from_str(text),
-    }
+    plain_or_serde(text, plain)
 }
 
 /// The details of a plain answer, `None` for any other body.

@@ -9,17 +9,14 @@
 //! so every such body reads, or fails with its message, exactly as before.
 
 use super::super::MetricName;
-use super::scan::{Cursor, Seen};
+use super::scan::{Cursor, Seen, plain_or_serde};
 
 /// A metric listing: read in one pass when it is of the plain shape (module docs), else by serde.
 ///
 /// # Errors
 /// serde's error for a body it does not accept.
 pub(crate) fn read(text: &str) -> serde_json::Result<Vec<MetricName>> {
-    match plain(text) {
-        Some(names) => Ok(names),
-        None => serde_json::from_str(text),
-    }
+    plain_or_serde(text, plain)
 }
 
 /// The names of a plain listing, `None` for any other body.
@@ -46,17 +43,13 @@ fn plain(text: &str) -> Option<Vec<MetricName>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scan::testing::{members, object, skipped, space, spliced, text};
+    use super::super::scan::testing::{both_owned, members, object, skipped, space, spliced, text};
     use super::*;
     use proptest::prelude::*;
 
-    /// Both readings of `text`: by hand (falling back to serde) and by serde alone, errors as
-    /// their messages.
+    /// Both readings of `text`: by hand (falling back to serde) and by serde alone.
     fn both(text: &str) -> (Result<Vec<MetricName>, String>, Result<Vec<MetricName>, String>) {
-        (
-            read(text).map_err(|e| e.to_string()),
-            serde_json::from_str(text).map_err(|e| e.to_string()),
-        )
+        both_owned(read, text)
     }
 
     const RECORDED: [&str; 2] = [

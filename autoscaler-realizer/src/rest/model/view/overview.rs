@@ -13,7 +13,7 @@
 //! reads, or fails with its message, exactly as before.
 
 use super::super::{JobOverview, JobsOverview, TaskCounts};
-use super::scan::{Cursor, Seen};
+use super::scan::{Cursor, Seen, plain_or_serde};
 
 /// The answer of `GET /jobs/overview`: read in one pass when it is of the plain shape (module
 /// docs), else by serde.
@@ -21,10 +21,7 @@ use super::scan::{Cursor, Seen};
 /// # Errors
 /// serde's error for a body it does not accept.
 pub(crate) fn read(text: &str) -> serde_json::Result<JobsOverview> {
-    match plain(text) {
-        Some(overview) => Ok(overview),
-        None => serde_json::from_str(text),
-    }
+    plain_or_serde(text, plain)
 }
 
 /// The overview of a plain answer, `None` for any other body.
@@ -117,17 +114,13 @@ fn task_counts(at: &mut Cursor<'_>) -> Option<TaskCounts> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scan::testing::{members, object, skipped, space, spliced, text};
+    use super::super::scan::testing::{both_owned, members, object, skipped, space, spliced, text};
     use super::*;
     use proptest::prelude::*;
 
-    /// Both readings of `text`: by hand (falling back to serde) and by serde alone, errors as
-    /// their messages.
+    /// Both readings of `text`: by hand (falling back to serde) and by serde alone.
     fn both(text: &str) -> (Result<JobsOverview, String>, Result<JobsOverview, String>) {
-        (
-            read(text).map_err(|e| e.to_string()),
-            serde_json::from_str(text).map_err(|e| e.to_string()),
-        )
+        both_owned(read, text)
     }
 
     const RECORDED: [&str; 2] = [

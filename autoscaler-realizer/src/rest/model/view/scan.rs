@@ -12,6 +12,18 @@
 /// How deep a value nobody reads may nest (serde's own limit is 128): deeper is left to serde.
 const SKIP_DEPTH: u32 = 16;
 
+/// The hand reading of `text` when it is of the plain shape (`plain` answers `Some`), else serde's
+/// reading from the start, with serde's errors: the rule every hand reader follows.
+pub(super) fn plain_or_serde<'a, T: serde::Deserialize<'a>>(
+    text: &'a str,
+    plain: impl FnOnce(&'a str) -> Option<T>,
+) -> serde_json::Result<T> {
+    match plain(text) {
+        Some(read) => Ok(read),
+        None => serde_json::from_str(text),
+    }
+}
+
 /// A position in the body.
 pub(super) struct Cursor<'a> {
     /// The body.
@@ -440,6 +452,18 @@ pub(super) mod testing {
                 all.extend(unknown);
                 Just(all).prop_shuffle()
             })
+    }
+
+    /// Both readings of `text` into an owned type: by `read` (by hand, falling back to serde) and
+    /// by serde alone, errors as their messages.
+    pub(in super::super) fn both_owned<T: serde::de::DeserializeOwned>(
+        read: fn(&str) -> serde_json::Result<T>,
+        text: &str,
+    ) -> (Result<T, String>, Result<T, String>) {
+        (
+            read(text).map_err(|e| e.to_string()),
+            serde_json::from_str(text).map_err(|e| e.to_string()),
+        )
     }
 
     /// `text` with a part (up to 3 characters, or none) replaced by one of `mutations`: a body
