@@ -173,6 +173,33 @@ async fn the_recorded_job_names_expensive_keyed_as_its_bottleneck() {
     assert_eq!(explanation.vertices[SINK].role, Role::Ok);
 }
 
+/// Each vertex's metrics are asked with the four aggregates the rules read; `skew` is not asked.
+#[tokio::test]
+async fn vertex_metrics_are_asked_for_every_aggregate_but_skew() {
+    let server = MockServer::start().await;
+    mount_job(&server).await;
+    let ctx = ctx(client(&server), Configuration::new());
+    RestMetricsCollector::<String>::new()
+        .collect(&ctx, &opts(&ctx), stable_now())
+        .await
+        .expect("collection succeeds");
+    let requests = server.received_requests().await.unwrap_or_default();
+    let asked: Vec<_> = requests
+        .iter()
+        .filter(|r| r.url.path().ends_with("/subtasks/metrics"))
+        .filter_map(|r| r.url.query_pairs().find(|(k, _)| k == "get").map(|_| r.url.clone()))
+        .collect();
+    assert_eq!(asked.len(), 4, "one query per vertex: {asked:?}");
+    for url in asked {
+        let agg: Vec<String> = url
+            .query_pairs()
+            .filter(|(k, _)| k == "agg")
+            .map(|(_, v)| v.into_owned())
+            .collect();
+        assert_eq!(agg, ["min,max,avg,sum"], "{url}");
+    }
+}
+
 #[tokio::test]
 async fn metric_names_are_listed_once_then_only_sources_are_relisted() {
     let server = MockServer::start().await;
