@@ -13,6 +13,7 @@ use autoscaler_core::plugins::{
 use autoscaler_core::scaling::{BlockReason, DecisionOutcome};
 use autoscaler_core::{AutoScalerStateStore, ConfigChanges, EventType};
 use autoscaler_metrics::{EvaluatedScalingMetric, EvaluatedVertexMetrics, ScalingMetric, VertexId};
+use autoscaler_sim::logs::LogBuffer;
 use std::sync::{Arc, Mutex};
 use support::{Harness, Setup, harness_with, lock};
 
@@ -297,36 +298,9 @@ async fn a_resource_check_that_refuses_blocks_the_scaling() {
     assert_nothing_recorded_or_realized(&h).await;
 }
 
-/// Captures what `tracing` logs at WARN and above while it is alive (this thread only).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        lock(&self.0).extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
-    type Writer = Logs;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&lock(&self.0)).into_owned()
-    }
-}
-
 #[tokio::test]
 async fn unregistered_plugin_names_warn_and_fall_back_to_the_built_in_behaviour() {
-    let logs = Logs::default();
+    let logs = LogBuffer::default();
     let subscriber = tracing_subscriber::fmt()
         .with_writer(logs.clone())
         .with_ansi(false)

@@ -119,32 +119,8 @@ impl JobListFetcher<String, BasicJobContext<String, FlinkRestClient>> for FlinkC
 mod tests {
     use super::*;
     use crate::rest::{RestClientConfig, TaskCounts};
+    use autoscaler_sim::logs::LogBuffer;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex, PoisonError};
-
-    /// A writer keeping what is logged.
-    #[derive(Clone, Default)]
-    struct Lines(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Lines {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Lines {
-        type Writer = Self;
-        fn make_writer(&'w self) -> Self {
-            self.clone()
-        }
-    }
 
     /// A job's warnings (a bad REST timeout, an unknown state) are logged in the span its caller
     /// makes for them, and the span is made only when there is one to log.
@@ -164,7 +140,7 @@ mod tests {
             made.fetch_add(1, Ordering::Relaxed);
             tracing::error_span!("job", job = "src/j1", source = "src")
         };
-        let lines = Lines::default();
+        let lines = LogBuffer::default();
         let subscriber = tracing_subscriber::fmt()
             .with_ansi(false)
             .with_writer(lines.clone())
@@ -180,7 +156,7 @@ mod tests {
             assert_eq!(ctx.client.timeout(), base_timeout);
         });
         assert_eq!(made.load(Ordering::Relaxed), 2, "one span per warning");
-        let text = String::from_utf8_lossy(&lines.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
+        let text = lines.text();
         let in_span: Vec<&str> = text
             .lines()
             .filter(|line| line.contains(r#"job{job="src/j1" source="src"}"#))

@@ -15,6 +15,7 @@
 //! - [`workloads`]: the job shapes of the examples and the convergence benchmark.
 //! - [`bottleneck`]: the true bottleneck of a simulated job, by experiment, and the root-cause
 //!   rule's verdict on it (precision and recall of the rule).
+//! - [`logs`]: log lines captured in memory, for the tests that check what was logged.
 
 // The simulator and its adapters: private modules, their items at the root.
 mod adapters;
@@ -25,6 +26,7 @@ mod profile;
 // Namespaces: their items are reached through them only.
 pub mod bottleneck;
 pub mod harness;
+pub mod logs;
 pub mod rng;
 pub mod workloads;
 

@@ -318,41 +318,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    /// A writer keeping what is logged.
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Buffer {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Buffer {
-        type Writer = Self;
-        fn make_writer(&'w self) -> Self {
-            self.clone()
-        }
-    }
-
-    impl Buffer {
-        fn text(&self) -> String {
-            String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
-        }
-    }
+    use autoscaler_sim::logs::LogBuffer;
 
     /// Logs what the control loop logs about a job, at `RUST_LOG=warn`, in `json` or text.
     fn log_at_warn(json: bool) -> String {
-        let buffer = Buffer::default();
+        let buffer = LogBuffer::default();
         let subscriber = tracing_subscriber::registry()
             .with(tracing_subscriber::filter::LevelFilter::WARN)
             .with(JobFields::layer())

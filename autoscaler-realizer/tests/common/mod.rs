@@ -128,34 +128,5 @@ impl<K: Send + Sync, C: JobAutoScalerContext<K>> AutoScalerEventHandler<K, C> fo
 }
 
 /// Log output captured in memory (a `tracing_subscriber` writer).
-#[derive(Clone, Default)]
-#[allow(dead_code)] // not every test file reads logs
-pub struct LogBuffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-#[allow(dead_code)]
-impl LogBuffer {
-    /// Everything written so far.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).into_owned()
-    }
-}
-
-impl std::io::Write for LogBuffer {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
-    type Writer = LogBuffer;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
+#[allow(unused_imports)] // not every test file reads logs
+pub use autoscaler_sim::logs::LogBuffer;
